@@ -1,0 +1,240 @@
+"""Build Kubernetes, etcd and kwok binaries from their Go modules and cache them.
+
+There is no prebuilt download and no Docker here, so every control-plane binary is
+compiled from source through the Go module proxy into
+``<cache>/bin/<component>-<version>/``. A binary that is already there is reused, so a
+warm run builds nothing. Kubernetes binaries are version-stamped exactly as the
+upstream build does, because both the API server's compatibility version (which
+decides feature-gate defaults such as JobManagedBy) and kwokctl's flag choice read it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from clusterbed import versions
+
+KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+class BuildError(RuntimeError):
+    """A component failed to build; the message carries the tail of the Go output."""
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Absolute paths of one Kubernetes version's control plane plus etcd and kwok."""
+
+    kube_version: str
+    kube_apiserver: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+    kubectl: Path
+    etcd: Path
+    kwok: Path
+    kwokctl: Path
+
+
+def _log(msg: str) -> None:
+    print(f"[clusterbed build] {msg}", file=sys.stderr, flush=True)
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("GOFLAGS", "-buildvcs=false")
+    env["CGO_ENABLED"] = "0"
+    env["GOTOOLCHAIN"] = env.get("GOTOOLCHAIN", "local")
+    return env
+
+
+def _run_go(args: list[str], cwd: Path, label: str) -> None:
+    """Run a go command, printing progress (package count) instead of staying silent."""
+    _log(f"{label}: go {' '.join(args[:3])} ...")
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        ["go", *args],
+        cwd=cwd,
+        env=_go_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    tail: list[str] = []
+    count = 0
+    last_report = start
+    for line in proc.stdout:
+        count += 1
+        tail = (tail + [line.rstrip()])[-40:]
+        now = time.monotonic()
+        if now - last_report > 15:
+            _log(f"{label}: {count} packages/lines so far, {now - start:.0f}s (last: {line.strip()[:80]})")
+            last_report = now
+    rc = proc.wait()
+    if rc != 0:
+        raise BuildError(f"{label}: go {' '.join(args)} failed (exit {rc}) in {cwd}:\n" + "\n".join(tail))
+    _log(f"{label}: done in {time.monotonic() - start:.0f}s")
+
+
+def _scratch_module(dirname: str, requires: dict[str, str], replaces: dict[str, str]) -> Path:
+    work = versions.cache_root() / "build" / dirname
+    work.mkdir(parents=True, exist_ok=True)
+    lines = ["module jobmirror.dev/bedbuild", "", "go 1.24", "", "require ("]
+    lines += [f"\t{m} {v}" for m, v in requires.items()]
+    lines += [")", ""]
+    if replaces:
+        lines += ["replace ("]
+        lines += [f"\t{m} => {m} {v}" for m, v in replaces.items()]
+        lines += [")", ""]
+    (work / "go.mod").write_text("\n".join(lines))
+    return work
+
+
+def _staging_modules(kube_version: str) -> list[str]:
+    """Every module that k8s.io/kubernetes requires at v0.0.0 (its staging repos)."""
+    out = subprocess.run(
+        ["go", "mod", "download", "-json", f"k8s.io/kubernetes@v{kube_version}"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=_go_env(),
+        cwd=versions.cache_root(),
+    ).stdout
+    gomod = Path(json.loads(out)["GoMod"]).read_text()
+    mods = []
+    for line in gomod.splitlines():
+        parts = line.strip().split()
+        if len(parts) >= 2 and parts[1] == "v0.0.0" and parts[0].startswith("k8s.io/"):
+            mods.append(parts[0])
+    return sorted(set(mods))
+
+
+def _ldflags_kube(kube_version: str) -> str:
+    major, minor, _ = kube_version.split(".")
+    stamp = {
+        "gitVersion": f"v{kube_version}",
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    flags = ["-s", "-w"]
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [f"-X {pkg}.{k}={v}" for k, v in stamp.items()]
+    return " ".join(flags)
+
+
+def _bin_dir(component: str, version: str) -> Path:
+    return versions.cache_root() / "bin" / f"{component}-{version}"
+
+
+def _have(dest: Path, names: tuple[str, ...]) -> bool:
+    return all((dest / n).is_file() and os.access(dest / n, os.X_OK) for n in names)
+
+
+def _install(work: Path, dest: Path, names: tuple[str, ...]) -> None:
+    """Move freshly built binaries into place atomically so a killed build leaves no half cache."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for n in names:
+        shutil.move(str(work / "out" / n), tmp / n)
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+
+
+def build_kubernetes(kube_version: str) -> Path:
+    dest = _bin_dir("kubernetes", kube_version)
+    if _have(dest, KUBE_COMMANDS):
+        return dest
+    versions.cache_root().mkdir(parents=True, exist_ok=True)
+    minor = kube_version.split(".", 1)[1]
+    staging = _staging_modules(kube_version)
+    work = _scratch_module(
+        f"kubernetes-{kube_version}",
+        {"k8s.io/kubernetes": f"v{kube_version}"},
+        {m: f"v0.{minor}" for m in staging},
+    )
+    label = f"kubernetes v{kube_version}"
+    (work / "out").mkdir(exist_ok=True)
+    # -mod=mod lets go resolve and record the full module graph on the first build.
+    pkgs = [f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]
+    _run_go(["build", "-mod=mod", "-v", "-trimpath", "-ldflags", _ldflags_kube(kube_version), "-o", "out/", *pkgs], work, label)
+    _install(work, dest, KUBE_COMMANDS)
+    return dest
+
+
+def build_etcd(etcd_version: str) -> Path:
+    dest = _bin_dir("etcd", etcd_version)
+    if _have(dest, ("etcd",)):
+        return dest
+    work = _scratch_module(f"etcd-{etcd_version}", {"go.etcd.io/etcd/server/v3": f"v{etcd_version}"}, {})
+    (work / "out").mkdir(exist_ok=True)
+    _run_go(["build", "-mod=mod", "-v", "-trimpath", "-ldflags", "-s -w", "-o", "out/etcd", "go.etcd.io/etcd/server/v3"], work, f"etcd v{etcd_version}")
+    _install(work, dest, ("etcd",))
+    return dest
+
+
+def build_kwok(kwok_version: str) -> Path:
+    dest = _bin_dir("kwok", kwok_version)
+    if _have(dest, ("kwok", "kwokctl")):
+        return dest
+    work = _scratch_module(f"kwok-{kwok_version}", {"sigs.k8s.io/kwok": f"v{kwok_version}"}, {})
+    (work / "out").mkdir(exist_ok=True)
+    ldflags = f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v{kwok_version}"
+    _run_go(
+        ["build", "-mod=mod", "-v", "-trimpath", "-ldflags", ldflags, "-o", "out/", "sigs.k8s.io/kwok/cmd/kwok", "sigs.k8s.io/kwok/cmd/kwokctl"],
+        work,
+        f"kwok v{kwok_version}",
+    )
+    _install(work, dest, ("kwok", "kwokctl"))
+    return dest
+
+
+def ensure_binaries(kube_version: str = versions.KUBE_VERSION) -> Binaries:
+    """Build (or reuse) everything one cluster of ``kube_version`` needs."""
+    kube = build_kubernetes(kube_version)
+    etcd = build_etcd(versions.ETCD_VERSION)
+    kwok = build_kwok(versions.KWOK_VERSION)
+    return Binaries(
+        kube_version=kube_version,
+        kube_apiserver=kube / "kube-apiserver",
+        kube_controller_manager=kube / "kube-controller-manager",
+        kube_scheduler=kube / "kube-scheduler",
+        kubectl=kube / "kubectl",
+        etcd=etcd / "etcd",
+        kwok=kwok / "kwok",
+        kwokctl=kwok / "kwokctl",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build and cache the cluster-bed binaries.")
+    parser.add_argument("--kube-version", action="append", help="Kubernetes version(s) to build (default: the pinned one)")
+    parser.add_argument("--with-old", action="store_true", help=f"also build the skew version {versions.OLD_KUBE_VERSION}")
+    args = parser.parse_args(argv)
+    wanted = args.kube_version or [versions.KUBE_VERSION]
+    if args.with_old:
+        wanted.append(versions.OLD_KUBE_VERSION)
+    try:
+        for v in wanted:
+            b = ensure_binaries(v)
+            _log(f"ready: Kubernetes v{v} in {b.kube_apiserver.parent}")
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""Run real local Kubernetes clusters with kwokctl's binary runtime.
+
+Each :class:`ClusterBed` owns a private kwok work directory, so several beds (and
+parallel test sessions) never see each other's clusters. kwokctl starts etcd,
+kube-apiserver, optionally kube-controller-manager, kube-scheduler and the kwok
+controller (fake nodes) as local processes, from the binaries built by
+:mod:`clusterbed.build`; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterbed import versions
+from clusterbed.build import Binaries, ensure_binaries
+
+STAGES_FILE = Path(__file__).resolve().parent.parent / "config" / "kwok-stages.yaml"
+
+
+class BedError(RuntimeError):
+    """A cluster failed to start or stop; the message carries the component logs."""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What one local cluster runs.
+
+    ``controller_manager``: run kube-controller-manager at all.
+    ``job_controller``: keep its Job controller on (off = our builtin controller's shape).
+    ``nodes``: kwok fake nodes (with scheduler + kwok controller) so pods run and finish;
+    0 = no pods run unless a test drives them as a kubelet would.
+    """
+
+    name: str
+    kube_version: str = versions.KUBE_VERSION
+    controller_manager: bool = True
+    job_controller: bool = True
+    nodes: int = 2
+    feature_gates: str = ""
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _log(msg: str) -> None:
+    print(f"[clusterbed] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class LocalCluster:
+    spec: ClusterSpec
+    bed: ClusterBed
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def dir(self) -> Path:
+        return self.bed.workdir / "clusters" / self.spec.name
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig.yaml"
+
+    def logs(self, component: str, lines: int = 40) -> str:
+        path = self.dir / "logs" / f"{component}.log"
+        if not path.exists():
+            return f"(no {path})"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def pid(self, component: str) -> int | None:
+        p = self.dir / "pids" / f"{component}.pid"
+        try:
+            return int(p.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def stop(self) -> None:
+        """Stop every process of this cluster, keeping its data (a worker goes away)."""
+        self.bed.kwokctl("stop", "cluster", "--name", self.name)
+
+    def start(self) -> None:
+        """Start a stopped cluster again on the same address and data."""
+        self.bed.kwokctl("start", "cluster", "--name", self.name, "--wait", "120s")
+
+    def freeze(self, component: str = "kube-apiserver") -> None:
+        """SIGSTOP a component: it keeps accepting TCP and never answers (a black hole)."""
+        pid = self.pid(component)
+        if pid is None:
+            raise BedError(f"{self.name}: no pid for {component}")
+        os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self, component: str = "kube-apiserver") -> None:
+        pid = self.pid(component)
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.bed.binaries.kubectl), "--kubeconfig", str(self.kubeconfig), *args],
+            check=check, capture_output=True, text=True, input=input,
+        )
+
+    def server_url(self) -> str:
+        import yaml
+
+        data = yaml.safe_load(self.kubeconfig.read_text())
+        return str(data["clusters"][0]["cluster"]["server"])
+
+
+class ClusterBed:
+    """A set of named local clusters sharing one kwok work directory."""
+
+    def __init__(self, workdir: Path | None = None, *, binaries: dict[str, Binaries] | None = None) -> None:
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="jobmirror-bed-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._binaries = binaries or {}
+        self.clusters: dict[str, LocalCluster] = {}
+
+    @property
+    def binaries(self) -> Binaries:
+        return self.binaries_for(versions.KUBE_VERSION)
+
+    def binaries_for(self, kube_version: str) -> Binaries:
+        if kube_version not in self._binaries:
+            self._binaries[kube_version] = ensure_binaries(kube_version)
+        return self._binaries[kube_version]
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["KWOK_WORKDIR"] = str(self.workdir)
+        return env
+
+    def kwokctl(self, *args: str, timeout: float = 180, check: bool = True) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.binaries.kwokctl), *args]
+        proc = subprocess.run(cmd, env=self._env(), capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise BedError(f"kwokctl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n"
+                           f"{proc.stderr[-3000:]}")
+        return proc
+
+    def create(self, spec: ClusterSpec, *, wait: str = "120s") -> LocalCluster:
+        b = self.binaries_for(spec.kube_version)
+        cluster = LocalCluster(spec, self)
+        args = [
+            "create", "cluster", "--name", spec.name, "--runtime", "binary",
+            "--kube-apiserver-binary", str(b.kube_apiserver),
+            "--kube-controller-manager-binary", str(b.kube_controller_manager),
+            "--kube-scheduler-binary", str(b.kube_scheduler),
+            "--kwok-controller-binary", str(b.kwok),
+            "--etcd-binary", str(b.etcd),
+            "--kube-apiserver-port", "0",
+            "--secure-port=true", "--kube-authorization=true", "--kube-admission=true",
+            "--disable-qps-limits",
+            "--wait", wait,
+        ]
+        if not spec.controller_manager:
+            args.append("--disable-kube-controller-manager")
+        elif not spec.job_controller:
+            args += ["--extra-args", "kube-controller-manager=controllers=*,-job-controller"]
+        if spec.nodes == 0:
+            args += ["--disable-kube-scheduler", "--disable", "kwok-controller"]
+        else:
+            args += ["--config", str(STAGES_FILE)]
+        if spec.feature_gates:
+            args += ["--kube-feature-gates", spec.feature_gates]
+        for extra in spec.extra_args:
+            args += ["--extra-args", extra]
+        env_version = spec.kube_version
+        _log(f"creating cluster {spec.name} (Kubernetes v{env_version}, controller-manager="
+             f"{spec.controller_manager}, job-controller={spec.job_controller}, nodes={spec.nodes})")
+        start = time.monotonic()
+        os.environ.setdefault("KWOK_KUBE_VERSION", f"v{env_version}")
+        proc = subprocess.run(
+            [str(b.kwokctl), *args], env={**self._env(), "KWOK_KUBE_VERSION": f"v{env_version}"},
+            capture_output=True, text=True, timeout=600,
+        )
+        self.clusters[spec.name] = cluster
+        if proc.returncode != 0:
+            detail = "\n".join(
+                f"--- {c} log tail ---\n{cluster.logs(c)}"
+                for c in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
+                if (cluster.dir / "logs" / f"{c}.log").exists()
+            )
+            self.delete(spec.name)
+            raise BedError(f"cluster {spec.name} failed to start:\n{proc.stderr[-3000:]}\n{detail}")
+        if spec.nodes:
+            self.kwokctl("scale", "node", "--replicas", str(spec.nodes), "--name", spec.name)
+        _log(f"cluster {spec.name} up in {time.monotonic() - start:.1f}s at {cluster.server_url()}")
+        return cluster
+
+    def ensure(self, spec: ClusterSpec) -> LocalCluster:
+        """Return the running cluster of that name, creating it on first use."""
+        existing = self.clusters.get(spec.name)
+        if existing is not None:
+            if existing.spec != spec:
+                raise BedError(f"cluster {spec.name} already runs with {existing.spec}, not {spec}")
+            return existing
+        return self.create(spec)
+
+    def up(self, specs: Iterable[ClusterSpec]) -> dict[str, LocalCluster]:
+        for s in specs:
+            self.create(s)
+        return self.clusters
+
+    def _pids(self, name: str) -> list[int]:
+        pids = []
+        for p in (self.workdir / "clusters" / name / "pids").glob("*.pid"):
+            try:
+                pids.append(int(p.read_text().strip()))
+            except (OSError, ValueError):
+                pass
+        return pids
+
+    def delete(self, name: str) -> None:
+        pids = self._pids(name)
+        self.kwokctl("delete", "cluster", "--name", name, check=False, timeout=120)
+        # Belt and braces: nothing we started may survive (only our own recorded PIDs).
+        for pid in pids:
+            _kill_if_alive(pid)
+        self.clusters.pop(name, None)
+
+    def down(self) -> None:
+        for name in list(self.clusters):
+            self.delete(name)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> ClusterBed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def describe(self) -> str:
+        return json.dumps({n: str(c.kubeconfig) for n, c in self.clusters.items()}, indent=2)
+
+
+def _kill_if_alive(pid: int) -> None:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(50):
+            time.sleep(0.1)
+            os.kill(pid, 0)
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+DEFAULT_SPECS = (
+    ClusterSpec("manager", controller_manager=True, job_controller=True, nodes=0),
+    ClusterSpec("worker-1", nodes=2),
+    ClusterSpec("worker-2", nodes=2),
+)

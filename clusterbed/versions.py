@@ -1,0 +1,27 @@
+"""The one place that pins what the cluster bed builds.
+
+Bump a version here and every cache key, build and test follows.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: Kubernetes release the bed runs by default (JobManagedBy is GA and locked on since 1.35).
+KUBE_VERSION = "1.35.4"
+#: An older minor for version-skew tests: its Job controller writes Complete/Failed
+#: without SuccessCriteriaMet/FailureTarget when JobManagedBy is off there.
+OLD_KUBE_VERSION = "1.31.14"
+#: etcd paired with Kubernetes 1.35 by kubeadm.
+ETCD_VERSION = "3.6.16"
+#: kwok / kwokctl (fake nodes, pod stages, binary-runtime cluster management).
+KWOK_VERSION = "0.7.0"
+
+
+def cache_root() -> Path:
+    """Built binaries live outside the repository so a fresh clone reuses them."""
+    base = os.environ.get("JOBMIRROR_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "jobmirror"
+    )
+    return Path(base)

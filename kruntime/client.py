@@ -1,0 +1,324 @@
+"""One async client per cluster, speaking raw JSON.
+
+Objects are plain dicts straight from the API server and are sent back as such, never
+round-tripped through generated models, so a field this client library does not know
+(a newer server's) survives a copy or an update. kubernetes_asyncio provides the
+kubeconfig loading (certs, tokens, exec plugins) and the authenticated HTTP call;
+this module adds QPS/burst limiting, a timeout on every call and typed errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+from kubernetes_asyncio.config.config_exception import ConfigException
+
+from kruntime import metrics
+from kruntime.ratelimit import TokenBucket
+from kruntime.resources import Obj, Resource
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 10.0
+
+
+class KubeconfigError(ValueError):
+    """A kubeconfig file is missing or unusable; the message names the file and why."""
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server (or a transport failure, status 0)."""
+
+    def __init__(self, status: int, reason: str, message: str, body: Obj | None = None, cluster: str = "") -> None:
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body or {}
+        self.cluster = cluster
+        super().__init__(f"[{cluster}] {status} {reason}: {message}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+    @property
+    def invalid(self) -> bool:
+        return self.status == 422
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying as is: transport errors, throttling, server-side trouble."""
+        return self.status == 0 or self.status == 429 or self.status >= 500
+
+
+class ClusterClient:
+    """API access to one cluster: raw JSON, rate limited, every call bounded in time."""
+
+    def __init__(
+        self,
+        name: str,
+        api_client: k8s_client.ApiClient,
+        *,
+        qps: float = 200.0,
+        burst: int = 400,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.name = name
+        self.api = api_client
+        self.limiter = TokenBucket(qps, burst)
+        self.timeout = timeout
+
+    @classmethod
+    async def from_kubeconfig(
+        cls,
+        name: str,
+        path: str | Path,
+        *,
+        context: str | None = None,
+        qps: float = 200.0,
+        burst: int = 400,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> ClusterClient:
+        cfg = await load_kubeconfig(path, context)
+        cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, 64)
+        return cls(name, k8s_client.ApiClient(configuration=cfg), qps=qps, burst=burst, timeout=timeout)
+
+    @property
+    def host(self) -> str:
+        return str(self.api.configuration.host)
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    # -- raw HTTP ---------------------------------------------------------------------------
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | aiohttp.ClientTimeout | None = None,
+    ) -> aiohttp.ClientResponse:
+        await self.limiter.acquire()
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        q = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items() if v is not None]
+        verb = method.upper()
+        try:
+            resp: aiohttp.ClientResponse = await self.api.call_api(
+                path,
+                verb,
+                query_params=q,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout if timeout is not None else self.timeout,
+            )
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            metrics.API_REQUESTS.labels(cluster=self.name, verb=verb, code="transport").inc()
+            raise ApiError(0, "Transport", f"{verb} {path}: {type(exc).__name__}: {exc}", cluster=self.name) from exc
+        metrics.API_REQUESTS.labels(cluster=self.name, verb=verb, code=str(resp.status)).inc()
+        return resp
+
+    async def request(self, method: str, path: str, **kw: Any) -> Obj:
+        timeout = kw.get("timeout")
+        resp = await self._send(method, path, **kw)
+        try:
+            async with asyncio.timeout(timeout if isinstance(timeout, (int, float)) else self.timeout):
+                raw = await resp.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ApiError(0, "Transport", f"{method} {path}: reading body: {exc}", cluster=self.name) from exc
+        finally:
+            resp.release()
+        data: Obj = {}
+        if raw:
+            try:
+                data = json.loads(raw)
+            except ValueError:
+                data = {"message": raw.decode(errors="replace")[:500]}
+        if not 200 <= resp.status < 300:
+            raise ApiError(
+                resp.status,
+                str(data.get("reason") or resp.reason or ""),
+                str(data.get("message") or raw[:300]),
+                data,
+                cluster=self.name,
+            )
+        return data
+
+    # -- typed verbs over raw JSON ----------------------------------------------------------
+
+    async def get(self, res: Resource, namespace: str | None, name: str, subresource: str | None = None) -> Obj:
+        return await self.request("GET", res.path(namespace, name, subresource))
+
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+        resource_version: str | None = None,
+    ) -> Obj:
+        query = {
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "limit": limit,
+            "continue": continue_,
+            "resourceVersion": resource_version,
+        }
+        return await self.request("GET", res.path(namespace), query=query)
+
+    async def list_all(self, res: Resource, namespace: str | None = None, **kw: Any) -> tuple[list[Obj], str]:
+        """Paginated list; returns the items and the list's resourceVersion."""
+        items: list[Obj] = []
+        cont: str | None = None
+        while True:
+            page = await self.list(res, namespace, limit=500, continue_=cont, **kw)
+            items.extend(page.get("items") or [])
+            cont = page.get("metadata", {}).get("continue") or None
+            if not cont:
+                return items, str(page.get("metadata", {}).get("resourceVersion", ""))
+
+    async def create(self, res: Resource, namespace: str | None, body: Obj, *, dry_run: bool = False) -> Obj:
+        return await self.request("POST", res.path(namespace), body=body, query={"dryRun": "All" if dry_run else None})
+
+    async def replace(
+        self, res: Resource, namespace: str | None, name: str, body: Obj, *, subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> Obj:
+        return await self.request(
+            "PUT", res.path(namespace, name, subresource), body=body, query={"dryRun": "All" if dry_run else None}
+        )
+
+    async def patch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        *,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> Obj:
+        ctype = {
+            "merge": "application/merge-patch+json",
+            "json": "application/json-patch+json",
+            "strategic": "application/strategic-merge-patch+json",
+        }[patch_type]
+        return await self.request(
+            "PATCH",
+            res.path(namespace, name, subresource),
+            body=patch,
+            content_type=ctype,
+            query={"dryRun": "All" if dry_run else None},
+        )
+
+    async def delete(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation: str | None = "Background",
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> Obj:
+        body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation:
+            body["propagationPolicy"] = propagation
+        pre = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        if pre:
+            body["preconditions"] = pre
+        return await self.request("DELETE", res.path(namespace, name), body=body)
+
+    async def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[Obj]:
+        """Stream watch events (dicts with ``type`` and ``object``) with bookmarks on.
+
+        The server closes the stream after ``timeout_seconds``; a silent connection is
+        cut after that plus a grace period so a black-holed server cannot hang us.
+        """
+        query = {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": resource_version,
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "timeoutSeconds": timeout_seconds,
+        }
+        tmo = aiohttp.ClientTimeout(total=None, connect=self.timeout, sock_connect=self.timeout,
+                                    sock_read=timeout_seconds + 30)
+        resp = await self._send("GET", res.path(namespace), query=query, timeout=tmo)
+        try:
+            if resp.status != 200:
+                raw = await resp.read()
+                try:
+                    data = json.loads(raw)
+                except ValueError:
+                    data = {}
+                raise ApiError(resp.status, str(data.get("reason", resp.reason)), str(data.get("message", raw[:300])),
+                               data, cluster=self.name)
+            while True:
+                try:
+                    line = await resp.content.readline()
+                except (aiohttp.ClientError, TimeoutError) as exc:
+                    raise ApiError(0, "Transport", f"watch {res.plural}: {exc}", cluster=self.name) from exc
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                yield json.loads(line)
+        finally:
+            resp.release()
+            resp.close()
+
+
+async def load_kubeconfig(path: str | Path, context: str | None = None) -> k8s_client.Configuration:
+    """Load one kubeconfig into a fresh Configuration, with errors that name the file."""
+    p = Path(path)
+    if not p.is_file():
+        raise KubeconfigError(f"kubeconfig {p}: file not found")
+    cfg = k8s_client.Configuration()
+    try:
+        await k8s_config.load_kube_config(config_file=str(p), context=context, client_configuration=cfg,
+                                          persist_config=False)
+    except (ConfigException, KeyError, ValueError, TypeError, OSError) as exc:
+        raise KubeconfigError(f"kubeconfig {p}{f' (context {context})' if context else ''}: {exc}") from exc
+    except Exception as exc:  # yaml errors and the like: still name the file
+        raise KubeconfigError(f"kubeconfig {p}: unreadable: {type(exc).__name__}: {exc}") from exc
+    return cfg

@@ -1,0 +1,49 @@
+"""``/healthz``, ``/readyz`` and ``/metrics`` for one controller process."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+log = logging.getLogger(__name__)
+
+Check = Callable[[], tuple[bool, str]]
+
+
+class HealthServer:
+    def __init__(self, address: str, *, liveness: Check | None = None, readiness: Check | None = None) -> None:
+        host, _, port = address.rpartition(":")
+        self.host = host or "0.0.0.0"
+        self.port = int(port)
+        self.liveness = liveness or (lambda: (True, "ok"))
+        self.readiness = readiness or (lambda: (True, "ok"))
+        self._runner: web.AppRunner | None = None
+
+    async def _probe(self, check: Check) -> web.Response:
+        ok, detail = check()
+        return web.Response(status=200 if ok else 503, text=detail + "\n")
+
+    async def _metrics(self, _req: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def start(self) -> int:
+        app = web.Application()
+        app.router.add_get("/healthz", lambda _r: self._probe(self.liveness))
+        app.router.add_get("/readyz", lambda _r: self._probe(self.readiness))
+        app.router.add_get("/metrics", self._metrics)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        server = site._server
+        if self.port == 0 and server is not None and getattr(server, "sockets", None):
+            self.port = server.sockets[0].getsockname()[1]
+        log.info("serving /healthz /readyz /metrics on %s:%d", self.host, self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()

@@ -1,0 +1,168 @@
+"""List + watch with a local cache, as client-go's reflector/informer does.
+
+Watches resume from the last seen resourceVersion (bookmarks keep it fresh), a
+``410 Gone`` forces a relist, and transport failures back off exponentially with the
+attempt count visible in logs and metrics. After a relist, objects that vanished while
+we were disconnected are delivered as deletions, so no handler misses one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+from kruntime import metrics
+from kruntime.client import ApiError, ClusterClient
+from kruntime.ratelimit import exponential_backoff
+from kruntime.resources import Obj, Resource, key_of
+
+log = logging.getLogger(__name__)
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+Handler = Callable[[EventType, Obj | None, Obj], Awaitable[None] | None]
+
+
+class Informer:
+    def __init__(
+        self,
+        client: ClusterClient,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        watch_timeout: int = 300,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.watch_timeout = watch_timeout
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.cache: dict[str, Obj] = {}
+        self.synced = asyncio.Event()
+        self.healthy = False
+        self.last_error: str | None = None
+        self._handlers: list[Handler] = []
+        self._rv = ""
+
+    def add_handler(self, handler: Handler) -> None:
+        self._handlers.append(handler)
+
+    def get(self, key: str) -> Obj | None:
+        return self.cache.get(key)
+
+    def items(self) -> list[Obj]:
+        return list(self.cache.values())
+
+    async def wait_synced(self, timeout: float | None = None) -> None:
+        await asyncio.wait_for(self.synced.wait(), timeout)
+
+    async def _emit(self, etype: EventType, old: Obj | None, new: Obj) -> None:
+        for h in self._handlers:
+            try:
+                r = h(etype, old, new)
+                if r is not None:
+                    await r
+            except Exception:  # a broken handler must not kill the informer
+                log.exception("informer handler failed", extra={"resource": self.resource.plural})
+
+    async def _relist(self) -> None:
+        items, rv = await self.client.list_all(
+            self.resource, self.namespace, label_selector=self.label_selector, field_selector=self.field_selector
+        )
+        metrics.RELISTS.labels(self.client.name, self.resource.plural).inc()
+        fresh = {key_of(o): o for o in items}
+        old_cache = self.cache
+        self.cache = fresh
+        self._rv = rv
+        for k, obj in old_cache.items():
+            if k not in fresh:
+                await self._emit("DELETED", obj, obj)
+        for k, obj in fresh.items():
+            prev = old_cache.get(k)
+            if prev is None:
+                await self._emit("ADDED", None, obj)
+            elif prev.get("metadata", {}).get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                await self._emit("MODIFIED", prev, obj)
+
+    async def _watch_once(self) -> None:
+        async for ev in self.client.watch(
+            self.resource,
+            self.namespace,
+            resource_version=self._rv,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            timeout_seconds=int(self.watch_timeout * (1 + random.random())),
+        ):
+            etype = ev.get("type")
+            obj = ev.get("object") or {}
+            if etype == "ERROR":
+                code = int(obj.get("code", 0))
+                raise ApiError(code, str(obj.get("reason", "")), str(obj.get("message", "")), obj,
+                               cluster=self.client.name)
+            rv = obj.get("metadata", {}).get("resourceVersion")
+            if rv:
+                self._rv = rv
+            if etype == "BOOKMARK":
+                continue
+            k = key_of(obj)
+            prev = self.cache.get(k)
+            if etype == "DELETED":
+                self.cache.pop(k, None)
+                await self._emit("DELETED", prev, obj)
+            elif etype in ("ADDED", "MODIFIED"):
+                self.cache[k] = obj
+                await self._emit("ADDED" if prev is None else "MODIFIED", prev, obj)
+
+    async def run(self) -> None:
+        """Run until cancelled. Never returns on errors; they are retried with backoff."""
+        failures = 0
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._relist()
+                    need_list = False
+                    self.synced.set()
+                self.healthy = True
+                self.last_error = None
+                failures = 0
+                await self._watch_once()
+                metrics.WATCH_RESTARTS.labels(self.client.name, self.resource.plural, "timeout").inc()
+            except asyncio.CancelledError:
+                raise
+            except ApiError as exc:
+                if exc.gone:
+                    log.info("watch %s on %s expired (410), relisting", self.resource.plural, self.client.name)
+                    metrics.WATCH_RESTARTS.labels(self.client.name, self.resource.plural, "gone").inc()
+                    need_list = True
+                    continue
+                failures += 1
+                self.healthy = False
+                self.last_error = str(exc)
+                delay = exponential_backoff(failures, self.backoff_base, self.backoff_cap)
+                metrics.WATCH_RESTARTS.labels(self.client.name, self.resource.plural, "error").inc()
+                log.warning(
+                    "list/watch %s on %s failed (attempt %d), retrying in %.1fs: %s",
+                    self.resource.plural, self.client.name, failures, delay, exc,
+                )
+                if exc.status in (401, 403):
+                    need_list = True
+                await asyncio.sleep(delay)
+            except Exception as exc:  # malformed stream etc: relist after a pause
+                failures += 1
+                self.healthy = False
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                delay = exponential_backoff(failures, self.backoff_base, self.backoff_cap)
+                log.warning("informer %s on %s: %s; relisting in %.1fs", self.resource.plural, self.client.name,
+                            self.last_error, delay)
+                need_list = True
+                await asyncio.sleep(delay)

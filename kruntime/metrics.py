@@ -1,0 +1,18 @@
+"""Runtime metrics shared by both controllers (client, informer, work queue, retries)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+
+API_REQUESTS = Counter(
+    "jobmirror_runtime_api_requests_total", "API requests sent, by cluster, verb and HTTP code",
+    ["cluster", "verb", "code"],
+)
+WATCH_RESTARTS = Counter(
+    "jobmirror_runtime_watch_restarts_total", "Informer watch restarts, by cluster, resource and reason",
+    ["cluster", "resource", "reason"],
+)
+RELISTS = Counter("jobmirror_runtime_relists_total", "Informer full relists", ["cluster", "resource"])
+QUEUE_DEPTH = Gauge("jobmirror_runtime_queue_depth", "Keys waiting in a work queue", ["queue"])
+QUEUE_RETRIES = Counter("jobmirror_runtime_queue_retries_total", "Keys re-queued with backoff", ["queue"])
+RETRIES = Counter("jobmirror_runtime_call_retries_total", "Retried API calls (tenacity)", ["operation"])

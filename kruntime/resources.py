@@ -1,0 +1,59 @@
+"""Typed descriptors of the API resources both controllers touch, and object helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+JOBS = Resource("batch", "v1", "jobs", "Job")
+PODS = Resource("", "v1", "pods", "Pod")
+EVENTS = Resource("", "v1", "events", "Event")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+
+
+def key_of(obj: Obj) -> str:
+    """Workqueue/cache key: ``namespace/name`` (or ``name`` for cluster-scoped objects)."""
+    md = obj.get("metadata", {})
+    ns = md.get("namespace")
+    return f"{ns}/{md['name']}" if ns else md["name"]
+
+
+def split_key(key: str) -> tuple[str | None, str]:
+    if "/" in key:
+        ns, name = key.split("/", 1)
+        return ns, name
+    return None, key
+
+
+def meta(obj: Obj) -> Obj:
+    md: Obj = obj.setdefault("metadata", {})
+    return md

@@ -1,0 +1,156 @@
+"""A de-duplicating work queue with per-key exponential backoff, as client-go's.
+
+A key is processed by at most one worker at a time; adding a key while it is being
+processed marks it dirty so it runs once more afterwards (no lost update, no
+concurrent reconcile of one object). Failures re-queue the key after
+``base * 2^(n-1)`` capped at ``cap``; success resets the count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
+
+from kruntime import metrics
+from kruntime.ratelimit import exponential_backoff
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+
+
+class ShutDown(Exception):
+    """Raised by :meth:`WorkQueue.get` once the queue is shut down and drained."""
+
+
+class WorkQueue(Generic[K]):
+    def __init__(self, name: str, *, backoff_base: float = 0.005, backoff_cap: float = 60.0) -> None:
+        self.name = name
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._failures: dict[K, int] = {}
+        self._timers: dict[K, asyncio.TimerHandle] = {}
+        self._cond = asyncio.Condition()
+        self._shutdown = False
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def _gauge(self) -> None:
+        metrics.QUEUE_DEPTH.labels(self.name).set(len(self._queue))
+
+    def _push(self, key: K) -> None:
+        self._queue.append(key)
+        self._gauge()
+        asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
+        async with self._cond:
+            self._cond.notify()
+
+    def add(self, key: K) -> None:
+        if self._shutdown or key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._push(key)
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Add ``key`` after ``delay`` seconds; an earlier pending timer for it wins."""
+        if self._shutdown:
+            return
+        if delay <= 0:
+            self.add(key)
+            return
+        loop = asyncio.get_running_loop()
+        existing = self._timers.get(key)
+        if existing is not None and existing.when() <= loop.time() + delay:
+            return
+        if existing is not None:
+            existing.cancel()
+
+        def fire() -> None:
+            self._timers.pop(key, None)
+            self.add(key)
+
+        self._timers[key] = loop.call_later(delay, fire)
+
+    def add_rate_limited(self, key: K) -> float:
+        n = self._failures.get(key, 0) + 1
+        self._failures[key] = n
+        delay = exponential_backoff(n, self.backoff_base, self.backoff_cap)
+        metrics.QUEUE_RETRIES.labels(self.name).inc()
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        self._failures.pop(key, None)
+
+    def num_requeues(self, key: K) -> int:
+        return self._failures.get(key, 0)
+
+    async def get(self) -> K:
+        async with self._cond:
+            while not self._queue:
+                if self._shutdown:
+                    raise ShutDown()
+                await self._cond.wait()
+            key = self._queue.popleft()
+            self._gauge()
+            self._dirty.discard(key)
+            self._processing.add(key)
+            return key
+
+    def done(self, key: K) -> None:
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._push(key)
+
+    async def shutdown(self) -> None:
+        self._shutdown = True
+        for t in self._timers.values():
+            t.cancel()
+        self._timers.clear()
+        async with self._cond:
+            self._cond.notify_all()
+
+    async def run_workers(self, workers: int, handler: Callable[[K], Awaitable[float | None]]) -> None:
+        """Run ``workers`` concurrent loops until shutdown.
+
+        ``handler`` may return a delay in seconds to re-check the key later (a
+        deliberate requeue, not a failure). Exceptions re-queue with backoff.
+        """
+
+        async def loop() -> None:
+            while True:
+                try:
+                    key = await self.get()
+                except ShutDown:
+                    return
+                try:
+                    again = await handler(key)
+                    self.forget(key)
+                    if again is not None and again >= 0:
+                        self.add_after(key, again)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    delay = self.add_rate_limited(key)
+                    log.warning("%s: %s failed (attempt %d, retry in %.2fs): %s", self.name, key,
+                                self.num_requeues(key), delay, exc, exc_info=not _expected(exc))
+                finally:
+                    self.done(key)
+
+        await asyncio.gather(*(loop() for _ in range(workers)))
+
+
+def _expected(exc: Exception) -> bool:
+    from kruntime.client import ApiError
+
+    return isinstance(exc, ApiError)

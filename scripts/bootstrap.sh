@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install everything the tests and the demo need on a fresh machine:
+# a venv with the Python dependencies, then the cluster-bed binaries
+# (built from the Kubernetes/etcd/kwok Go modules, cached in ~/.cache/jobmirror).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "[bootstrap] creating .venv with $($PY --version)"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  echo "[bootstrap] installing Python dependencies"
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[test,bench]'
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi
+if ! command -v go >/dev/null 2>&1; then
+  echo "[bootstrap] error: the Go toolchain is required to build the local cluster bed (https://go.dev/dl/)" >&2
+  exit 1
+fi
+echo "[bootstrap] ensuring cluster-bed binaries (first run builds Kubernetes from source: ~10 min on 2 cores)"
+.venv/bin/python -m clusterbed.build "$@"

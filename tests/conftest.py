@@ -1,0 +1,103 @@
+"""Shared fixtures: one cluster bed per test session, clients, fresh namespaces.
+
+Cluster-backed tests carry a marker (integration, conformance, e2e, chaos). In CI
+(``CI=true``) a cluster test that cannot get its clusters fails; it never skips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster
+from kruntime.client import ApiError, ClusterClient
+from kruntime.resources import NAMESPACES
+
+CLUSTER_MARKERS = {"integration", "conformance", "e2e", "chaos"}
+
+# The shapes tests ask for. A name always means the same shape within a session.
+MANAGER = ClusterSpec("manager", nodes=0)  # kcm on, no nodes: Jobs here are only ever mirrored
+WORKER_1 = ClusterSpec("worker-1", nodes=2)  # kube-controller-manager's Job controller + kwok pods
+WORKER_2 = ClusterSpec("worker-2", nodes=2)
+APISERVER_ONLY = ClusterSpec("apiserver-only", controller_manager=False, nodes=0)
+KCM_JOBS = ClusterSpec("kcm-jobs", nodes=0)  # upstream Job controller, pods driven as a kubelet
+KCM_NO_JOBS = ClusterSpec("kcm-no-jobs", job_controller=False, nodes=0)  # our Job controller's shape
+
+
+@pytest.fixture(scope="session")
+def bed() -> Iterator[ClusterBed]:
+    b = ClusterBed()
+    try:
+        yield b
+    finally:
+        b.down()
+
+
+@pytest.fixture(scope="session")
+def cluster(bed: ClusterBed) -> Callable[[ClusterSpec], LocalCluster]:
+    """``cluster(SPEC)`` starts a cluster of that shape once per session."""
+    return bed.ensure
+
+
+@pytest.fixture(scope="session")
+async def client_for(cluster: Callable[[ClusterSpec], LocalCluster]) -> AsyncIterator[
+    Callable[[ClusterSpec], Awaitable[ClusterClient]]
+]:
+    clients: dict[str, ClusterClient] = {}
+
+    async def get(spec: ClusterSpec) -> ClusterClient:
+        if spec.name not in clients:
+            c = await asyncio.to_thread(cluster, spec)
+            clients[spec.name] = await ClusterClient.from_kubeconfig(spec.name, c.kubeconfig, qps=0)
+        return clients[spec.name]
+
+    yield get
+    for c in clients.values():
+        await c.close()
+
+
+async def ensure_namespace(client: ClusterClient, name: str) -> None:
+    try:
+        await client.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    except ApiError as exc:
+        if not exc.already_exists:
+            raise
+
+
+@pytest.fixture
+def ns() -> str:
+    """A unique namespace name for this test; create it where needed with ensure_namespace."""
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+async def wait_for(
+    probe: Callable[[], Awaitable[Any]], *, timeout: float = 60, interval: float = 0.2, what: str = "condition"
+) -> Any:
+    """Poll ``probe`` until it returns a truthy value; fail naming ``what`` and the last value."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = await probe()
+        except ApiError as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}"[:3000])
+        await asyncio.sleep(interval)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Cluster tests started from unit-only selections should not build Kubernetes by surprise.
+    if os.environ.get("JOBMIRROR_SKIP_CLUSTERS") == "1" and os.environ.get("CI") != "true":
+        skip = pytest.mark.skip(reason="JOBMIRROR_SKIP_CLUSTERS=1")
+        for item in items:
+            if CLUSTER_MARKERS & {m.name for m in item.iter_markers()}:
+                item.add_marker(skip)

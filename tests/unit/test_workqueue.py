@@ -1,0 +1,116 @@
+"""Work queue semantics: de-duplication, one worker per key, backoff, delayed adds."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kruntime.ratelimit import TokenBucket, exponential_backoff
+from kruntime.workqueue import ShutDown, WorkQueue
+
+
+@pytest.mark.parametrize(
+    ("failures", "base", "cap", "expected"),
+    [
+        (0, 1.0, 60.0, 0.0),
+        (1, 1.0, 60.0, 1.0),
+        (2, 1.0, 60.0, 2.0),
+        (6, 1.0, 60.0, 32.0),
+        (7, 1.0, 60.0, 60.0),
+        (500, 10.0, 600.0, 600.0),
+        (3, 0.005, 1000.0, 0.02),
+    ],
+)
+def test_exponential_backoff(failures: int, base: float, cap: float, expected: float) -> None:
+    assert exponential_backoff(failures, base, cap) == pytest.approx(expected)
+
+
+def test_token_bucket_burst_then_rate() -> None:
+    t = [0.0]
+    bucket = TokenBucket(qps=10, burst=3, clock=lambda: t[0])  # type: ignore[arg-type]
+    for _ in range(3):
+        assert bucket.delay_for_next() == 0
+        bucket._tokens -= 1
+    assert bucket.delay_for_next() == pytest.approx(0.1)
+    t[0] += 0.05
+    assert bucket.delay_for_next() == pytest.approx(0.05)
+    t[0] += 10
+    assert bucket.delay_for_next() == 0
+    assert bucket._tokens == 3  # refills to burst, not beyond
+
+
+async def test_dedupes_keys_added_twice() -> None:
+    q: WorkQueue[str] = WorkQueue("t")
+    q.add("a")
+    q.add("a")
+    q.add("b")
+    assert len(q) == 2
+    assert await q.get() == "a"
+    assert await q.get() == "b"
+
+
+async def test_key_added_while_processing_runs_again_after_done() -> None:
+    q: WorkQueue[str] = WorkQueue("t")
+    q.add("a")
+    k = await q.get()
+    q.add("a")  # dirty while processing: must not be handed to a second worker
+    assert len(q) == 0
+    q.done(k)
+    assert len(q) == 1
+    assert await q.get() == "a"
+
+
+async def test_rate_limited_backoff_grows_and_forget_resets() -> None:
+    q: WorkQueue[str] = WorkQueue("t", backoff_base=0.01, backoff_cap=1.0)
+    assert q.add_rate_limited("a") == pytest.approx(0.01)
+    assert q.add_rate_limited("a") == pytest.approx(0.02)
+    assert q.add_rate_limited("a") == pytest.approx(0.04)
+    assert q.num_requeues("a") == 3
+    q.forget("a")
+    assert q.num_requeues("a") == 0
+    assert await asyncio.wait_for(q.get(), 1) == "a"
+
+
+async def test_add_after_keeps_earliest_timer() -> None:
+    q: WorkQueue[str] = WorkQueue("t")
+    q.add_after("a", 0.05)
+    q.add_after("a", 10)
+    assert await asyncio.wait_for(q.get(), 1) == "a"
+
+
+async def test_workers_never_run_one_key_concurrently_and_retry_failures() -> None:
+    q: WorkQueue[str] = WorkQueue("t", backoff_base=0.001, backoff_cap=0.01)
+    running: set[str] = set()
+    calls: dict[str, int] = {}
+    overlap = False
+
+    async def handler(key: str) -> None:
+        nonlocal overlap
+        if key in running:
+            overlap = True
+        running.add(key)
+        calls[key] = calls.get(key, 0) + 1
+        await asyncio.sleep(0.005)
+        running.discard(key)
+        if key == "flaky" and calls[key] < 3:
+            raise RuntimeError("boom")
+
+    task = asyncio.create_task(q.run_workers(4, handler))
+    for _ in range(20):
+        q.add("k")
+        q.add("flaky")
+        await asyncio.sleep(0.001)
+    await asyncio.sleep(0.3)
+    await q.shutdown()
+    await asyncio.wait_for(task, 2)
+    assert not overlap
+    assert calls["flaky"] >= 3
+    assert q.num_requeues("flaky") == 0  # success after failures resets the count
+
+
+async def test_get_raises_after_shutdown() -> None:
+    q: WorkQueue[str] = WorkQueue("t")
+    await q.shutdown()
+    with pytest.raises(ShutDown):
+        await q.get()
