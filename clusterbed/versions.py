@@ -10,9 +10,10 @@ from pathlib import Path
 
 #: Kubernetes release the bed runs by default (JobManagedBy is GA and locked on since 1.35).
 KUBE_VERSION = "1.35.4"
-#: An older minor for version-skew tests: its Job controller writes Complete/Failed
+#: An older minor for version-skew tests (1.30: JobManagedBy and JobSuccessPolicy are alpha,
+#: off). Its Job controller writes Complete/Failed directly
 #: without SuccessCriteriaMet/FailureTarget when JobManagedBy is off there.
-OLD_KUBE_VERSION = "1.31.14"
+OLD_KUBE_VERSION = "1.30.14"
 #: etcd paired with Kubernetes 1.35 by kubeadm.
 ETCD_VERSION = "3.6.16"
 #: kwok / kwokctl (fake nodes, pod stages, binary-runtime cluster management).

@@ -82,11 +82,13 @@ class ClusterClient:
         qps: float = 200.0,
         burst: int = 400,
         timeout: float = DEFAULT_TIMEOUT,
+        field_manager: str | None = None,
     ) -> None:
         self.name = name
         self.api = api_client
         self.limiter = TokenBucket(qps, burst)
         self.timeout = timeout
+        self.field_manager = field_manager
 
     @classmethod
     async def from_kubeconfig(
@@ -98,10 +100,19 @@ class ClusterClient:
         qps: float = 200.0,
         burst: int = 400,
         timeout: float = DEFAULT_TIMEOUT,
+        field_manager: str | None = None,
     ) -> ClusterClient:
         cfg = await load_kubeconfig(path, context)
+        return cls.from_configuration(name, cfg, qps=qps, burst=burst, timeout=timeout, field_manager=field_manager)
+
+    @classmethod
+    def from_configuration(
+        cls, name: str, cfg: k8s_client.Configuration, *, qps: float = 200.0, burst: int = 400,
+        timeout: float = DEFAULT_TIMEOUT, field_manager: str | None = None,
+    ) -> ClusterClient:
         cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, 64)
-        return cls(name, k8s_client.ApiClient(configuration=cfg), qps=qps, burst=burst, timeout=timeout)
+        return cls(name, k8s_client.ApiClient(configuration=cfg), qps=qps, burst=burst, timeout=timeout,
+                   field_manager=field_manager)
 
     @property
     def host(self) -> str:
@@ -124,8 +135,10 @@ class ClusterClient:
     ) -> aiohttp.ClientResponse:
         await self.limiter.acquire()
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        q = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items() if v is not None]
         verb = method.upper()
+        if self.field_manager and verb in ("POST", "PUT", "PATCH"):
+            query = {**(query or {}), "fieldManager": self.field_manager}
+        q = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items() if v is not None]
         try:
             resp: aiohttp.ClientResponse = await self.api.call_api(
                 path,
@@ -306,6 +319,16 @@ class ClusterClient:
         finally:
             resp.release()
             resp.close()
+
+
+async def load_incluster() -> k8s_client.Configuration:
+    """The pod's ServiceAccount identity (the Deployment's normal case)."""
+    cfg = k8s_client.Configuration()
+    try:
+        k8s_config.load_incluster_config(client_configuration=cfg)
+    except ConfigException as exc:
+        raise KubeconfigError(f"in-cluster config: {exc} (set managerKubeconfig when running outside a pod)") from exc
+    return cfg
 
 
 async def load_kubeconfig(path: str | Path, context: str | None = None) -> k8s_client.Configuration:

@@ -1,0 +1,156 @@
+"""``jobmirror``: run the controller, show what it manages, validate a config."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
+from kruntime.logging_setup import setup_logging
+from kruntime.resources import JOBS, Obj
+from mirror.config import Config, ConfigError, load_config
+from mirror.naming import ANNOTATION_CLUSTER, FIELD_MANAGER
+from mirror.status import condition, is_finished
+
+DEFAULT_CONFIG = Path("/etc/jobmirror/config.yaml")
+
+
+async def _run(cfg: Config) -> int:
+    from mirror.controller import MirrorController
+
+    ctrl = MirrorController(cfg)
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, main.cancel)
+    try:
+        await ctrl.run()
+    except asyncio.CancelledError:
+        await ctrl.shutdown()
+    return 0
+
+
+async def _check(cfg: Config) -> list[str]:
+    """Load every kubeconfig and ask each cluster for /version; return the problems."""
+    problems: list[str] = []
+    targets: list[tuple[str, Path | None, str | None]] = [("manager", cfg.manager_kubeconfig, cfg.manager_context)]
+    targets += [(w.name, w.kubeconfig, w.context) for w in cfg.workers]
+    for name, path, ctx in targets:
+        try:
+            kc = await load_kubeconfig(path, ctx) if path else await load_incluster()
+        except KubeconfigError as exc:
+            problems.append(f"{name}: {exc}")
+            continue
+        client = ClusterClient.from_configuration(name, kc, timeout=cfg.request_timeout)
+        try:
+            v = await client.request("GET", "/version")
+            print(f"  {name:12s} ok  {v.get('gitVersion')}  {client.host}")
+        except ApiError as exc:
+            problems.append(f"{name}: kubeconfig {path} loads but the cluster does not answer: {exc}")
+        finally:
+            await client.close()
+    return problems
+
+
+def _state(job: Obj) -> str:
+    for t in ("Complete", "Failed"):
+        c = condition(job, t)
+        if c and c.get("status") == "True":
+            return t
+    if job.get("spec", {}).get("suspend"):
+        return "Suspended"
+    ann = job["metadata"].get("annotations") or {}
+    if ANNOTATION_CLUSTER not in ann:
+        return "Pending"
+    return "Running"
+
+
+def _last_sync(job: Obj, now: datetime) -> str:
+    """Age of our last status write, from managedFields (no extra bookkeeping writes)."""
+    times = [m.get("time") for m in job["metadata"].get("managedFields") or []
+             if m.get("manager") == FIELD_MANAGER and m.get("subresource") == "status" and m.get("time")]
+    if not times:
+        return "-"
+    t = datetime.strptime(max(times), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    return f"{(now - t).total_seconds():.0f}s"
+
+
+async def _status(cfg: Config) -> int:
+    mkc = await load_kubeconfig(cfg.manager_kubeconfig, cfg.manager_context) if cfg.manager_kubeconfig \
+        else await load_incluster()
+    manager = ClusterClient.from_configuration("manager", mkc, timeout=cfg.request_timeout)
+    now = datetime.now(timezone.utc)
+    try:
+        items, _ = await manager.list_all(JOBS, None)
+        claimed = [j for j in items if j.get("spec", {}).get("managedBy") == cfg.controller_name
+                   and (not cfg.namespaces or j["metadata"]["namespace"] in cfg.namespaces)]
+        print(f"{'JOB':40s} {'WORKER':12s} {'STATE':10s} {'SUCCEEDED':>9s} {'FAILED':>6s} {'ACTIVE':>6s} LAST SYNC")
+        for j in sorted(claimed, key=lambda x: (x["metadata"]["namespace"], x["metadata"]["name"])):
+            st = j.get("status") or {}
+            worker = (j["metadata"].get("annotations") or {}).get(ANNOTATION_CLUSTER, "-")
+            name = f"{j['metadata']['namespace']}/{j['metadata']['name']}"
+            print(f"{name:40s} {worker:12s} {_state(j):10s} {st.get('succeeded', 0):>9} {st.get('failed', 0):>6} "
+                  f"{st.get('active', 0):>6} {_last_sync(j, now)}")
+        unfinished = sum(1 for j in claimed if not is_finished(j))
+        print(f"\n{len(claimed)} claimed Jobs, {unfinished} unfinished\n")
+    finally:
+        await manager.close()
+    print(f"{'WORKER':12s} {'HEALTH':10s} {'VERSION':10s} DETAIL")
+    for w in cfg.workers:
+        try:
+            client = await ClusterClient.from_kubeconfig(w.name, w.kubeconfig, context=w.context,
+                                                         timeout=min(cfg.request_timeout, 5))
+        except KubeconfigError as exc:
+            print(f"{w.name:12s} {'BROKEN':10s} {'-':10s} {exc}")
+            continue
+        try:
+            await client.request("GET", "/readyz")
+            v = await client.request("GET", "/version")
+            print(f"{w.name:12s} {'healthy':10s} {v.get('gitVersion', '?'):10s} {client.host}")
+        except ApiError as exc:
+            print(f"{w.name:12s} {'UNHEALTHY':10s} {'-':10s} {exc}")
+        finally:
+            await client.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="jobmirror", description="Mirror managedBy Jobs into worker clusters.")
+    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-format", choices=["auto", "json", "text"], default="auto")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="run the controller")
+    run.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    st = sub.add_parser("status", help="claimed Jobs with their worker and state, and each worker's health")
+    st.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    chk = sub.add_parser("check-config", help="validate the config file and every kubeconfig in it")
+    chk.add_argument("config", type=Path)
+    args = p.parse_args(argv)
+    setup_logging(args.log_level, args.log_format)
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.cmd == "check-config":
+            print(f"{args.config}: configuration valid ({len(cfg.workers)} workers); checking clusters:")
+            problems = asyncio.run(_check(cfg))
+            for prob in problems:
+                print(f"error: {prob}", file=sys.stderr)
+            return 1 if problems else 0
+        if args.cmd == "status":
+            return asyncio.run(_status(cfg))
+        return asyncio.run(_run(cfg))
+    except KubeconfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Wire the mirror controller together: clients, informers, queue, GC, probes, leader election."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+
+from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
+from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeconfig
+from kruntime.events import EventRecorder
+from kruntime.httpserver import HealthServer
+from kruntime.informer import Informer
+from kruntime.resources import JOBS, NAMESPACES, Obj, key_of
+from kruntime.workqueue import WorkQueue
+from mirror import gc
+from mirror.config import Config
+from mirror.naming import FIELD_MANAGER
+from mirror.placement import policy_for
+from mirror.reconciler import Reconciler, claims
+from mirror.workers import WorkerCluster
+
+log = logging.getLogger(__name__)
+
+
+async def _cluster_identity(client: ClusterClient) -> str | None:
+    """The kube-system namespace UID: equal UIDs mean the same cluster (role sharing)."""
+    try:
+        ns = await client.get(NAMESPACES, None, "kube-system")
+        return str(ns["metadata"]["uid"])
+    except ApiError:
+        return None
+
+
+class MirrorController:
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.manager: ClusterClient | None = None
+        self.workers: dict[str, WorkerCluster] = {}
+        self.jobs: Informer | None = None
+        self.queue: WorkQueue[str] = WorkQueue("mirror", backoff_base=0.05, backoff_cap=60.0)
+        self.reconciler: Reconciler | None = None
+        self.leading = not cfg.leader_election.enabled
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+
+    # -- setup ------------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        cfg = self.cfg
+        mcfg = (await load_kubeconfig(cfg.manager_kubeconfig, cfg.manager_context) if cfg.manager_kubeconfig
+                else await load_incluster())
+        self.manager = ClusterClient.from_configuration("manager", mcfg, qps=cfg.qps, burst=cfg.burst,
+                                                        timeout=cfg.request_timeout, field_manager=FIELD_MANAGER)
+        for w in cfg.workers:
+            client = await ClusterClient.from_kubeconfig(w.name, w.kubeconfig, context=w.context, qps=w.qps,
+                                                         burst=w.burst, timeout=cfg.request_timeout,
+                                                         field_manager=FIELD_MANAGER)
+            self.workers[w.name] = WorkerCluster(w, client, origin=cfg.origin,
+                                                 probe_interval=cfg.health_probe_interval)
+        manager_id = await _cluster_identity(self.manager)
+        for w in self.workers.values():
+            if manager_id and await _cluster_identity(w.client) == manager_id:
+                w.is_manager = True
+                log.info("worker %s is the manager cluster itself: copies get derived names", w.name)
+        self.jobs = Informer(self.manager, JOBS)
+        self.jobs.add_handler(self._on_manager_job)
+        for w in self.workers.values():
+            w.informer.add_handler(self._on_remote_job)
+        self.reconciler = Reconciler(cfg, self.manager, self.jobs, self.workers,
+                                     EventRecorder(self.manager, "jobmirror"), policy_for(cfg.placement.value))
+
+    def _on_manager_job(self, etype: str, old: Obj | None, new: Obj) -> None:
+        if claims(new, self.cfg):
+            self.queue.add(key_of(new))
+
+    def _on_remote_job(self, etype: str, old: Obj | None, new: Obj) -> None:
+        key = WorkerCluster.manager_key_of(new)
+        if key:
+            self.queue.add(key)
+
+    # -- health -----------------------------------------------------------------------------
+
+    def liveness(self) -> tuple[bool, str]:
+        return (not self._stopping.is_set(), "ok")
+
+    def readiness(self) -> tuple[bool, str]:
+        if self.cfg.leader_election.enabled and not self.leading:
+            return True, "standby (not the leader)"
+        if self.jobs is None or not self.jobs.synced.is_set():
+            return False, "manager Job cache not synced"
+        return True, "ok"
+
+    # -- run --------------------------------------------------------------------------------
+
+    async def _run_controller(self) -> None:
+        assert self.manager is not None and self.jobs is not None and self.reconciler is not None
+        self.leading = True
+        spawn = self._spawn
+        spawn(self.jobs.run(), "manager-jobs-informer")
+        for w in self.workers.values():
+            spawn(w.informer.run(), f"{w.name}-informer")
+            spawn(w.probe_loop(), f"{w.name}-probe")
+        await self.jobs.wait_synced()
+        # Give reachable workers a moment to sync so the first placements see their load;
+        # an unreachable one must not hold up the others.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                asyncio.gather(*(w.informer.synced.wait() for w in self.workers.values())), 10)
+        log.info("caches synced; %d claimed Jobs", sum(1 for j in self.jobs.items() if claims(j, self.cfg)))
+        spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.cfg.origin, self.cfg.gc_interval), "gc")
+        await self.queue.run_workers(self.cfg.workers_concurrency, self.reconciler.reconcile)
+
+    def _spawn(self, coro, name: str) -> None:  # type: ignore[no-untyped-def]
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.append(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            if not t.cancelled() and t.exception() is not None:
+                log.error("task %s died: %r", name, t.exception())
+
+        task.add_done_callback(done)
+
+    async def run(self, *, health: bool = True) -> None:
+        await self.connect()
+        server = None
+        if health and self.cfg.metrics_address:
+            server = HealthServer(self.cfg.metrics_address, liveness=self.liveness, readiness=self.readiness)
+            await server.start()
+        try:
+            if self.cfg.leader_election.enabled:
+                await self._run_with_leader_election()
+            else:
+                await self._run_controller()
+        finally:
+            await self.shutdown()
+            if server is not None:
+                await server.stop()
+
+    async def _run_with_leader_election(self) -> None:
+        assert self.manager is not None
+        le = self.cfg.leader_election
+        identity = f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+        lock = LeaseLock(le.lease_name, le.namespace, identity, self.manager.api)
+        lost = asyncio.Event()
+
+        async def started() -> None:
+            log.info("became leader (%s)", identity)
+            await self._run_controller()
+
+        async def stopped() -> None:
+            log.warning("lost leadership; stopping so that a fresh process can take over")
+            lost.set()
+
+        config = electionconfig.Config(lock, le.lease_duration, le.renew_deadline, le.retry_period,
+                                       started, stopped)
+        election = asyncio.create_task(leaderelection.LeaderElection(config).run())
+        waiter = asyncio.create_task(lost.wait())
+        await asyncio.wait({election, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        for t in (election, waiter):
+            t.cancel()
+
+    async def shutdown(self) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        await self.queue.shutdown()
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.reconciler is not None:
+            await self.reconciler.recorder.flush()
+        for w in self.workers.values():
+            await w.client.close()
+        if self.manager is not None:
+            await self.manager.close()

@@ -1,0 +1,19 @@
+"""Prometheus metrics of the mirror controller (prefix ``jobmirror_``)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+DISPATCHES = Counter("jobmirror_dispatches_total", "Remote copies created", ["worker"])
+STATUS_WRITES = Counter("jobmirror_status_writes_total", "Manager Job status writes by result",
+                        ["result"])  # ok | conflict | rejected | error
+SYNC_LATENCY = Histogram(
+    "jobmirror_sync_duration_seconds", "Time to reconcile one manager Job",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+RECONCILE_ERRORS = Counter("jobmirror_reconcile_errors_total", "Reconciles that failed and were retried", ["reason"])
+WORKER_UP = Gauge("jobmirror_worker_up", "1 when the worker is reachable and its watch is healthy", ["worker"])
+REDISPATCHES = Counter("jobmirror_redispatches_total", "Jobs moved off a lost worker", ["from_worker", "to_worker"])
+GC_DELETIONS = Counter("jobmirror_gc_deletions_total", "Orphaned or stale remote copies deleted", ["worker", "reason"])
+REMOTE_DELETES = Counter("jobmirror_remote_deletes_total", "Remote copies deleted", ["worker", "reason"])
+HEALTH_PROBE_FAILURES = Counter("jobmirror_worker_probe_failures_total", "Failed worker health probes", ["worker"])

@@ -1,0 +1,35 @@
+"""The names jobmirror writes into clusters. Change only with a reason, and everywhere at once."""
+
+from __future__ import annotations
+
+import hashlib
+
+DEFAULT_CONTROLLER_NAME = "jobmirror.dev/controller"
+BUILTIN_CONTROLLER_NAME = "kubernetes.io/job-controller"
+
+# On the remote copy.
+LABEL_ORIGIN = "jobmirror.dev/origin"
+LABEL_ORIGIN_UID = "jobmirror.dev/origin-uid"
+ANNOTATION_ORIGIN_JOB = "jobmirror.dev/origin-job"
+
+# On the manager Job.
+ANNOTATION_CLUSTER = "jobmirror.dev/cluster"
+ANNOTATION_REMOTE_NAME = "jobmirror.dev/remote-name"
+ANNOTATION_PIN = "jobmirror.dev/pin-cluster"
+FINALIZER = "jobmirror.dev/cleanup"
+
+FIELD_MANAGER = "jobmirror"
+
+# Labels the API server generates for a Job's selector; the worker generates its own.
+CONTROLLER_UID_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
+
+
+def derived_remote_name(name: str, origin: str) -> str:
+    """Deterministic name for a copy that lives in the manager cluster itself (role sharing).
+
+    It cannot share the Job's name there, so it gets a stable suffix; the result stays
+    a valid Job name (≤ 63 characters, so the pods' job-name label stays valid too).
+    """
+    digest = hashlib.sha256(f"{origin}/{name}".encode()).hexdigest()[:8]
+    suffix = f"-jm-{digest}"
+    return name[: 63 - len(suffix)].rstrip("-.") + suffix

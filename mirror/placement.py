@@ -1,0 +1,65 @@
+"""Which worker gets a Job: a pluggable, pure policy.
+
+The default, LeastLoaded, sends each Job to the healthy worker with the fewest
+unfinished mirrored Jobs (including dispatches not yet visible in its cache). Unlike
+round-robin it adapts when one worker drains slower or just came back empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    name: str
+    healthy: bool
+    unfinished: int
+    labels: dict[str, str]
+
+
+class PlacementPolicy(Protocol):
+    def choose(self, workers: Sequence[WorkerView], pinned: str | None) -> str | None: ...
+
+
+class NoWorker(Exception):
+    """No worker can take the Job now; the message says why (for an event)."""
+
+
+def _candidates(workers: Sequence[WorkerView], pinned: str | None) -> list[WorkerView]:
+    if pinned:
+        match = [w for w in workers if w.name == pinned]
+        if not match:
+            raise NoWorker(f"pinned worker {pinned!r} is not configured")
+        if not match[0].healthy:
+            raise NoWorker(f"pinned worker {pinned!r} is not healthy")
+        return match
+    healthy = [w for w in workers if w.healthy]
+    if not healthy:
+        raise NoWorker("no healthy worker")
+    return healthy
+
+
+class LeastLoaded:
+    def choose(self, workers: Sequence[WorkerView], pinned: str | None) -> str | None:
+        c = _candidates(workers, pinned)
+        return min(c, key=lambda w: (w.unfinished, w.name)).name
+
+
+class RoundRobin:
+    """Kept for comparison in benchmarks; not the default."""
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def choose(self, workers: Sequence[WorkerView], pinned: str | None) -> str | None:
+        c = sorted(_candidates(workers, pinned), key=lambda w: w.name)
+        w = c[self._next % len(c)]
+        self._next += 1
+        return w.name
+
+
+def policy_for(name: str) -> PlacementPolicy:
+    return {"LeastLoaded": LeastLoaded, "RoundRobin": RoundRobin}[name]()

@@ -1,0 +1,343 @@
+"""The level-triggered reconcile of one manager Job. It only orchestrates.
+
+Decisions live in pure modules (``remote_copy``, ``placement``, ``status``); this
+module reads the caches, calls them, and performs at most a few writes per pass. It
+is safe to kill at any line: placement is recorded on the manager Job (with a
+resourceVersion precondition) *before* the copy is created, so a restart finds the
+same worker and never creates a second copy elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from kruntime.client import ApiError, ClusterClient
+from kruntime.events import EventRecorder
+from kruntime.informer import Informer
+from kruntime.resources import JOBS, NAMESPACES, Obj, split_key
+from mirror import metrics
+from mirror.config import Config, MissingNamespace
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, ANNOTATION_REMOTE_NAME, FINALIZER, derived_remote_name
+from mirror.placement import NoWorker, PlacementPolicy, WorkerView
+from mirror.remote_copy import build_remote_copy, is_our_copy, spec_patch
+from mirror.status import desired_manager_status, is_finished, status_differs
+from mirror.workers import WorkerCluster
+
+log = logging.getLogger(__name__)
+
+NORMAL, WARNING = "Normal", "Warning"
+
+
+class WorkerBusy(Exception):
+    """The worker already has its share of in-flight calls; try this Job again shortly."""
+
+
+class StatusRejected(Exception):
+    """The manager API server refused the translated status (counted, evented, retried)."""
+
+
+@dataclass
+class Placement:
+    worker: str | None
+    remote_name: str
+
+
+def claims(job: Obj, cfg: Config) -> bool:
+    if job.get("spec", {}).get("managedBy") != cfg.controller_name:
+        return False
+    return not cfg.namespaces or job["metadata"].get("namespace") in cfg.namespaces
+
+
+class Reconciler:
+    def __init__(
+        self,
+        cfg: Config,
+        manager: ClusterClient,
+        jobs: Informer,
+        workers: dict[str, WorkerCluster],
+        recorder: EventRecorder,
+        policy: PlacementPolicy,
+        now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+    ) -> None:
+        self.cfg = cfg
+        self.manager = manager
+        self.jobs = jobs
+        self.workers = workers
+        self.recorder = recorder
+        self.policy = policy
+        self.now = now
+        #: dispatches not yet visible in a worker's cache, so placement sees them at once
+        self._pending: dict[str, set[str]] = {name: set() for name in workers}
+
+    # -- entry point ----------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> float | None:
+        job = self.jobs.get(key)
+        if job is None or not claims(job, self.cfg):
+            return None
+        with metrics.SYNC_LATENCY.time():
+            return await self._reconcile(job)
+
+    async def _reconcile(self, job: Obj) -> float | None:
+        uid = job["metadata"]["uid"]
+        placement = self._placement(job)
+        copies = {name: c for name, w in self.workers.items() if (c := w.copy_of(uid)) is not None}
+        for name in copies:
+            self._pending[name].discard(uid)
+
+        if job["metadata"].get("deletionTimestamp"):
+            return await self._finalize(job, copies)
+        if is_finished(job):
+            if self.cfg.keep_finished_remote:
+                return await self._drop_finalizer(job)
+            return await self._finalize(job, copies)
+
+        # Copies on workers other than the placement: a lost worker came back, or a
+        # re-dispatch raced. They are ours (origin uid matches): delete them.
+        for name, c in copies.items():
+            if name != placement.worker:
+                await self._delete_remote(self.workers[name], c, "stale")
+
+        job = await self._ensure_finalizer(job)
+        if placement.worker is None:
+            if job.get("spec", {}).get("suspend"):
+                await self._write_status(job, None)  # Suspended=True, by us; no copy yet
+                return self.cfg.resync_period
+            job, placement = await self._place(job, exclude=None)
+            if placement.worker is None:
+                return self.cfg.resync_period
+
+        worker = self.workers.get(placement.worker)
+        if worker is None or not worker.healthy:
+            return await self._handle_unhealthy(job, placement, worker)
+
+        remote = copies.get(worker.name)
+        if remote is None:
+            remote = await self._find_or_create(job, worker, placement)
+            if remote is None:
+                return self.cfg.resync_period
+        if not is_our_copy(remote, origin=self.cfg.origin, manager_uid=job["metadata"]["uid"]):
+            self._collision(job, worker, remote)
+            return self.cfg.resync_period
+
+        patch = spec_patch(job, remote)
+        if patch is not None:
+            remote = await self._remote_call(
+                worker, worker.client.patch(JOBS, remote["metadata"]["namespace"], remote["metadata"]["name"], patch)
+            )
+        await self._write_status(job, remote)
+        return self.cfg.resync_period
+
+    # -- placement ------------------------------------------------------------------------
+
+    def _placement(self, job: Obj) -> Placement:
+        ann = job["metadata"].get("annotations") or {}
+        return Placement(ann.get(ANNOTATION_CLUSTER), ann.get(ANNOTATION_REMOTE_NAME) or job["metadata"]["name"])
+
+    def worker_views(self, exclude: str | None = None) -> list[WorkerView]:
+        return [
+            WorkerView(w.name, w.healthy and w.name != exclude, w.unfinished() + len(self._pending[w.name]),
+                       w.cfg.labels)
+            for w in self.workers.values()
+        ]
+
+    async def _place(self, job: Obj, exclude: str | None) -> tuple[Obj, Placement]:
+        pin = (job["metadata"].get("annotations") or {}).get(ANNOTATION_PIN)
+        try:
+            chosen = self.policy.choose(self.worker_views(exclude), pin)
+        except NoWorker as exc:
+            self.recorder.event(job, WARNING, "NoWorker", f"cannot dispatch: {exc}")
+            return job, Placement(None, job["metadata"]["name"])
+        assert chosen is not None
+        w = self.workers[chosen]
+        name = job["metadata"]["name"]
+        remote_name = derived_remote_name(name, self.cfg.origin) if w.is_manager else name
+        md = job["metadata"]
+        patched = await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
+            "resourceVersion": md["resourceVersion"],
+            "annotations": {ANNOTATION_CLUSTER: chosen, ANNOTATION_REMOTE_NAME: remote_name},
+        }})
+        return patched, Placement(chosen, remote_name)
+
+    async def _handle_unhealthy(self, job: Obj, placement: Placement, worker: WorkerCluster | None) -> float:
+        down_for = worker.unhealthy_for() if worker is not None else float("inf")
+        if down_for < self.cfg.worker_lost_timeout:
+            # Keep the last mirrored status; look again when the timeout could expire.
+            return min(self.cfg.resync_period, self.cfg.worker_lost_timeout - down_for + 0.5)
+        old = placement.worker
+        reason = (f"worker {old} unreachable for {down_for:.0f}s (workerLostTimeout "
+                  f"{self.cfg.worker_lost_timeout:.0f}s): {worker.last_error if worker else 'not configured'}")
+        self.recorder.event(job, WARNING, "WorkerLost", reason)
+        job, new = await self._place(job, exclude=old)
+        if new.worker is None:
+            return self.cfg.resync_period
+        metrics.REDISPATCHES.labels(old or "", new.worker).inc()
+        self.recorder.event(job, NORMAL, "Redispatched", f"moved from {old} to {new.worker}; the copy on {old} "
+                            "is deleted when it comes back")
+        return 0.0
+
+    # -- remote copy ----------------------------------------------------------------------
+
+    async def _remote_call(self, worker: WorkerCluster, coro):  # type: ignore[no-untyped-def]
+        if worker.in_flight.locked():
+            coro.close()
+            raise WorkerBusy(worker.name)
+        async with worker.in_flight:
+            return await coro
+
+    async def _find_or_create(self, job: Obj, worker: WorkerCluster, placement: Placement) -> Obj | None:
+        ns = job["metadata"]["namespace"]
+        try:
+            # The cache can lag our own create by a few milliseconds: ask the server.
+            return await self._remote_call(worker, worker.client.get(JOBS, ns, placement.remote_name))  # type: ignore[no-any-return]
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+        if job.get("spec", {}).get("suspend"):
+            await self._write_status(job, None)
+            return None
+        body = build_remote_copy(job, origin=self.cfg.origin, remote_name=placement.remote_name)
+        try:
+            created = await self._create(worker, ns, body)
+        except ApiError as exc:
+            if exc.already_exists:
+                return await self._remote_call(worker, worker.client.get(JOBS, ns, placement.remote_name))  # type: ignore[no-any-return]
+            raise
+        if created is None:
+            return None
+        self._pending[worker.name].add(job["metadata"]["uid"])
+        metrics.DISPATCHES.labels(worker.name).inc()
+        self.recorder.event(job, NORMAL, "Dispatched", f"created {ns}/{placement.remote_name} on worker {worker.name}")
+        return created  # type: ignore[no-any-return]
+
+    async def _create(self, worker: WorkerCluster, ns: str, body: Obj) -> Obj | None:
+        try:
+            return await self._remote_call(worker, worker.client.create(JOBS, ns, body))  # type: ignore[no-any-return]
+        except ApiError as exc:
+            missing_ns = exc.not_found and (exc.body.get("details") or {}).get("kind") == "namespaces"
+            if not missing_ns:
+                raise
+        origin_job = body["metadata"]["annotations"]
+        if self.cfg.missing_namespace == MissingNamespace.REPORT:
+            ns_job = self.jobs.get(origin_job.get("jobmirror.dev/origin-job", ""))
+            if ns_job is not None:
+                self.recorder.event(ns_job, WARNING, "NamespaceMissing",
+                                    f"namespace {ns} does not exist on worker {worker.name}; create it there "
+                                    "(missingNamespace: Report)")
+            return None
+        try:
+            await self._remote_call(worker, worker.client.create(
+                NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+        except ApiError as exc:
+            if not exc.already_exists:
+                raise
+        return await self._remote_call(worker, worker.client.create(JOBS, ns, body))  # type: ignore[no-any-return]
+
+    def _collision(self, job: Obj, worker: WorkerCluster, remote: Obj) -> None:
+        md = remote["metadata"]
+        self.recorder.event(
+            job, WARNING, "NameCollision",
+            f"worker {worker.name} already has Job {md.get('namespace')}/{md['name']} that jobmirror did not "
+            f"create for this Job (labels {md.get('labels') or {}}); it is left untouched",
+        )
+
+    async def _delete_remote(self, worker: WorkerCluster, remote: Obj, reason: str) -> bool:
+        """Delete one of our copies (background propagation: its pods go too). True when gone."""
+        if not worker.healthy:
+            return False
+        md = remote["metadata"]
+        try:
+            await self._remote_call(worker, worker.client.delete(JOBS, md["namespace"], md["name"],
+                                                                 propagation="Background", uid=md.get("uid")))
+        except ApiError as exc:
+            if exc.not_found:
+                return True
+            if exc.conflict:  # uid precondition: a different Job now has that name; not ours
+                return True
+            raise
+        metrics.REMOTE_DELETES.labels(worker.name, reason).inc()
+        log.info("deleted remote %s/%s on %s (%s)", md["namespace"], md["name"], worker.name, reason)
+        return True
+
+    # -- manager writes -------------------------------------------------------------------
+
+    async def _ensure_finalizer(self, job: Obj) -> Obj:
+        fins = job["metadata"].get("finalizers") or []
+        if FINALIZER in fins:
+            return job
+        md = job["metadata"]
+        return await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
+            "resourceVersion": md["resourceVersion"], "finalizers": [*fins, FINALIZER]}})
+
+    async def _drop_finalizer(self, job: Obj) -> None:
+        fins = job["metadata"].get("finalizers") or []
+        if FINALIZER not in fins:
+            return
+        md = job["metadata"]
+        await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
+            "resourceVersion": md["resourceVersion"], "finalizers": [f for f in fins if f != FINALIZER]}})
+
+    async def _finalize(self, job: Obj, copies: dict[str, Obj]) -> float | None:
+        """Delete every copy we know of, then release the manager Job's finalizer.
+
+        A copy on an unreachable worker keeps the finalizer (and this key re-queued)
+        until the worker answers: cleanup is retried until it succeeds.
+        """
+        uid = job["metadata"]["uid"]
+        reason = "deleted" if job["metadata"].get("deletionTimestamp") else "finished"
+        all_gone = True
+        for name, c in copies.items():
+            all_gone &= await self._delete_remote(self.workers[name], c, reason)
+        placement = self._placement(job)
+        pw = self.workers.get(placement.worker or "")
+        if pw is not None and pw.name not in copies:
+            # Not in the cache (yet, or any more): confirm with the server before letting go.
+            if not pw.healthy:
+                all_gone = False
+            else:
+                try:
+                    remote = await self._remote_call(
+                        pw, pw.client.get(JOBS, job["metadata"]["namespace"], placement.remote_name))
+                except ApiError as exc:
+                    if not exc.not_found:
+                        raise
+                else:
+                    if is_our_copy(remote, origin=self.cfg.origin, manager_uid=uid):
+                        all_gone &= await self._delete_remote(pw, remote, reason)
+        if not all_gone:
+            return min(self.cfg.resync_period, 5.0)
+        for pending in self._pending.values():
+            pending.discard(uid)
+        await self._drop_finalizer(job)
+        return None
+
+    async def _write_status(self, job: Obj, remote: Obj | None) -> None:
+        desired = desired_manager_status(job, remote, self.now())
+        if not status_differs(job.get("status") or {}, desired):
+            return
+        md = job["metadata"]
+        body = {**job, "status": desired}
+        try:
+            await self.manager.replace(JOBS, md["namespace"], md["name"], body, subresource="status")
+        except ApiError as exc:
+            if exc.conflict:
+                metrics.STATUS_WRITES.labels("conflict").inc()
+            elif exc.invalid:
+                metrics.STATUS_WRITES.labels("rejected").inc()
+                self.recorder.event(job, WARNING, "StatusRejected", f"manager API server rejected the mirrored "
+                                    f"status: {exc.message}")
+                raise StatusRejected(exc.message) from exc
+            else:
+                metrics.STATUS_WRITES.labels("error").inc()
+            raise
+        metrics.STATUS_WRITES.labels("ok").inc()
+
+
+def manager_key_for_remote(remote: Obj) -> str | None:
+    key = WorkerCluster.manager_key_of(remote)
+    if key and split_key(key)[0]:
+        return key
+    return None

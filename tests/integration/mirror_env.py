@@ -1,0 +1,176 @@
+"""Harness for mirror integration tests: real manager + two kwok workers, controller in-process.
+
+Each test gets its own namespace allow-list and origin id, so tests sharing the
+session's clusters never see each other's Jobs or copies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusterbed.cluster import ClusterSpec, LocalCluster
+from kruntime.client import ApiError, ClusterClient
+from kruntime.resources import EVENTS, JOBS, Obj
+from mirror.config import Config, Worker
+from mirror.controller import MirrorController
+from mirror.naming import DEFAULT_CONTROLLER_NAME, LABEL_ORIGIN_UID
+from tests.conftest import MANAGER, WORKER_1, WORKER_2, ensure_namespace, wait_for
+
+
+def make_job(
+    name: str,
+    *,
+    managed_by: str | None = DEFAULT_CONTROLLER_NAME,
+    completions: int | None = 1,
+    parallelism: int = 1,
+    outcome: str = "succeed",
+    duration_ms: int = 500,
+    backoff_limit: int = 6,
+    suspend: bool = False,
+    indexed: bool = False,
+    success_policy: Obj | None = None,
+    annotations: dict[str, str] | None = None,
+    extra_spec: Obj | None = None,
+) -> Obj:
+    labels = {"jobmirror.dev/kwok-outcome": outcome} if outcome != "succeed" else {}
+    spec: Obj = {
+        "parallelism": parallelism,
+        "backoffLimit": backoff_limit,
+        "template": {
+            "metadata": {"labels": labels, "annotations": {"jobmirror.dev/kwok-duration-ms": str(duration_ms)}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
+        },
+    }
+    if completions is not None:
+        spec["completions"] = completions
+    if managed_by:
+        spec["managedBy"] = managed_by
+    if suspend:
+        spec["suspend"] = True
+    if indexed:
+        spec["completionMode"] = "Indexed"
+    if success_policy:
+        spec["successPolicy"] = success_policy
+    spec.update(extra_spec or {})
+    md: Obj = {"name": name}
+    if annotations:
+        md["annotations"] = annotations
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": md, "spec": spec}
+
+
+def cond(job: Obj | None, ctype: str) -> str | None:
+    for c in (job or {}).get("status", {}).get("conditions") or []:
+        if c["type"] == ctype:
+            return str(c["status"])
+    return None
+
+
+@dataclass
+class MirrorEnv:
+    ns: str
+    origin: str
+    manager: ClusterClient
+    workers: dict[str, ClusterClient]
+    clusters: dict[str, LocalCluster]
+    config: Config
+    controllers: list[tuple[MirrorController, asyncio.Task[None]]] = field(default_factory=list)
+
+    def config_with(self, **over: Any) -> Config:
+        return self.config.model_copy(update=over)
+
+    async def start(self, cfg: Config | None = None) -> MirrorController:
+        ctrl = MirrorController(cfg or self.config)
+        task = asyncio.create_task(ctrl.run(health=False))
+        self.controllers.append((ctrl, task))
+        await asyncio.sleep(0)
+        return ctrl
+
+    async def stop(self, ctrl: MirrorController | None = None) -> None:
+        """Kill a controller (the last started by default) as abruptly as cancellation allows."""
+        pair = next(p for p in reversed(self.controllers) if ctrl is None or p[0] is ctrl)
+        self.controllers.remove(pair)
+        pair[1].cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await pair[1]
+        await pair[0].shutdown()
+
+    async def create(self, job: Obj, client: ClusterClient | None = None) -> Obj:
+        return await (client or self.manager).create(JOBS, self.ns, job)
+
+    async def get(self, name: str, client: ClusterClient | None = None) -> Obj | None:
+        try:
+            return await (client or self.manager).get(JOBS, self.ns, name)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    async def copies(self, manager_uid: str) -> dict[str, Obj]:
+        """Every remote copy of one manager Job, by worker, read from the servers."""
+        out = {}
+        for wname, c in self.workers.items():
+            items, _ = await c.list_all(JOBS, self.ns, label_selector=f"{LABEL_ORIGIN_UID}={manager_uid}")
+            for it in items:
+                out[wname] = it
+        return out
+
+    async def wait_condition(self, name: str, ctype: str, timeout: float = 60) -> Obj:
+        async def probe() -> Obj | None:
+            j = await self.get(name)
+            return j if cond(j, ctype) == "True" else None
+
+        return await wait_for(probe, timeout=timeout, what=f"{name} {ctype}=True")  # type: ignore[no-any-return]
+
+    async def wait_gone(self, name: str, client: ClusterClient | None = None, timeout: float = 30) -> None:
+        async def probe() -> bool:
+            return await self.get(name, client) is None
+
+        await wait_for(probe, timeout=timeout, what=f"{name} deleted on {(client or self.manager).name}")
+
+    async def events(self, name: str) -> list[Obj]:
+        items, _ = await self.manager.list_all(EVENTS, self.ns, field_selector=f"involvedObject.name={name}")
+        return items
+
+    async def wait_event(self, name: str, reason: str, timeout: float = 30) -> Obj:
+        async def probe() -> Obj | None:
+            return next((e for e in await self.events(name) if e["reason"] == reason), None)
+
+        return await wait_for(probe, timeout=timeout, what=f"event {reason} on {name}")  # type: ignore[no-any-return]
+
+
+@contextlib.asynccontextmanager
+async def mirror_env(
+    client_for: Callable[[ClusterSpec], Awaitable[ClusterClient]],
+    cluster: Callable[[ClusterSpec], LocalCluster],
+    ns: str,
+    *,
+    workers: tuple[ClusterSpec, ...] = (WORKER_1, WORKER_2),
+    **config: Any,
+) -> AsyncIterator[MirrorEnv]:
+    manager = await client_for(MANAGER)
+    wclients = {s.name: await client_for(s) for s in workers}
+    for c in (manager, *wclients.values()):
+        await ensure_namespace(c, ns)
+    clusters = {s.name: cluster(s) for s in (MANAGER, *workers)}
+    settings: dict[str, Any] = {
+        "workers": [Worker(name=s.name, kubeconfig=clusters[s.name].kubeconfig) for s in workers],
+        "manager_kubeconfig": clusters["manager"].kubeconfig,
+        "namespaces": [ns],
+        "origin": f"o-{ns}",
+        "resync_period": 2.0,
+        "gc_interval": 2.0,
+        "worker_lost_timeout": 600.0,
+        "health_probe_interval": 0.5,
+        "metrics_address": "",
+        **config,
+    }
+    env = MirrorEnv(ns, settings["origin"], manager, wclients, clusters, Config(**settings))
+    try:
+        yield env
+    finally:
+        while env.controllers:
+            await env.stop()

@@ -1,0 +1,223 @@
+"""The mirror controller end to end on real API servers: manager + two kwok workers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from clusterbed.cluster import ClusterSpec, LocalCluster
+from kruntime.client import ClusterClient
+from kruntime.resources import JOBS, PODS
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER, LABEL_ORIGIN, LABEL_ORIGIN_UID
+from tests.conftest import wait_for
+from tests.integration.mirror_env import cond, make_job, mirror_env
+
+pytestmark = pytest.mark.integration
+
+ClientFor = Callable[[ClusterSpec], Awaitable[ClusterClient]]
+ClusterFn = Callable[[ClusterSpec], LocalCluster]
+
+
+def types_in_order(job: dict) -> list[str]:  # type: ignore[type-arg]
+    conds = sorted(job["status"].get("conditions") or [], key=lambda c: c.get("lastTransitionTime", ""))
+    return [c["type"] for c in conds if c["status"] == "True"]
+
+
+async def test_plain_job_completes_with_counters_and_cleanup(client_for: ClientFor, cluster: ClusterFn,
+                                                             ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        created = await env.create(make_job("plain", completions=3, parallelism=2))
+        done = await env.wait_condition("plain", "Complete", timeout=90)
+        st = done["status"]
+        assert st["succeeded"] == 3
+        assert st.get("failed", 0) == 0
+        assert st["completionTime"] >= st["startTime"]
+        assert cond(done, "SuccessCriteriaMet") == "True"
+        worker = done["metadata"]["annotations"][ANNOTATION_CLUSTER]
+        assert worker in env.workers
+
+        # The finished Job's copy is deleted (background propagation: pods go too) and
+        # the finalizer released.
+        async def cleaned() -> bool:
+            j = await env.get("plain")
+            copies = await env.copies(created["metadata"]["uid"])
+            return bool(j) and FINALIZER not in (j["metadata"].get("finalizers") or []) and not copies
+
+        await wait_for(cleaned, timeout=30, what="copy deleted and finalizer released")
+        reasons = {e["reason"] for e in await env.events("plain")}
+        assert "Dispatched" in reasons
+
+
+async def test_remote_copy_is_sanitised(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        job = make_job("copy", duration_ms=30000, annotations={ANNOTATION_PIN: "worker-2"},
+                       extra_spec={"ttlSecondsAfterFinished": 5})
+        job["metadata"]["labels"] = {"team": "a"}
+        created = await env.create(job)
+        uid = created["metadata"]["uid"]
+
+        async def copy_exists() -> dict | None:  # type: ignore[type-arg]
+            return (await env.copies(uid)).get("worker-2")
+
+        remote = await wait_for(copy_exists, timeout=30, what="copy on pinned worker-2")
+        md, spec = remote["metadata"], remote["spec"]
+        assert md["name"] == "copy" and md["namespace"] == ns
+        assert "managedBy" not in spec
+        assert "ttlSecondsAfterFinished" not in spec
+        assert md["uid"] != uid
+        assert md["labels"]["team"] == "a"
+        assert md["labels"][LABEL_ORIGIN] == env.origin
+        assert md["labels"][LABEL_ORIGIN_UID] == uid
+        assert md["annotations"]["jobmirror.dev/origin-job"] == f"{ns}/copy"
+        # the worker generated its own selector from its own uid
+        assert spec["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"] == md["uid"]
+        assert not md.get("ownerReferences")
+
+
+async def test_failing_job_ends_failed_with_failure_target_first(client_for: ClientFor, cluster: ClusterFn,
+                                                                 ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        await env.create(make_job("fails", outcome="fail", backoff_limit=1, duration_ms=200))
+        done = await env.wait_condition("fails", "Failed", timeout=90)
+        assert cond(done, "FailureTarget") == "True"
+        assert cond(done, "Complete") is None
+        assert done["status"]["failed"] >= 2
+        assert "completionTime" not in done["status"]
+        order = types_in_order(done)
+        assert order.index("FailureTarget") <= order.index("Failed")
+        failed = next(c for c in done["status"]["conditions"] if c["type"] == "Failed")
+        assert failed["reason"] == "BackoffLimitExceeded"
+
+
+async def test_indexed_job_with_success_policy(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        policy = {"rules": [{"succeededIndexes": "0"}]}
+        # Index 0 succeeds fast; the others would run long: the success policy ends the Job.
+        job = make_job("indexed", completions=3, parallelism=3, indexed=True, success_policy=policy,
+                       duration_ms=300)
+        await env.create(job)
+        done = await env.wait_condition("indexed", "Complete", timeout=90)
+        scm = next(c for c in done["status"]["conditions"] if c["type"] == "SuccessCriteriaMet")
+        assert scm["status"] == "True"
+        assert scm["reason"] in ("SuccessPolicy", "CompletionsReached")
+        assert "0" in done["status"]["completedIndexes"].split(",")[0].split("-")[0]
+
+
+async def test_suspended_at_creation_gets_no_copy_until_resumed(client_for: ClientFor, cluster: ClusterFn,
+                                                                ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        created = await env.create(make_job("susp", suspend=True))
+        uid = created["metadata"]["uid"]
+        j = await env.wait_condition("susp", "Suspended", timeout=30)
+        assert ANNOTATION_CLUSTER not in (j["metadata"].get("annotations") or {})
+        await asyncio.sleep(3)  # more than one resync: still no copy
+        assert await env.copies(uid) == {}
+        await env.manager.patch(JOBS, ns, "susp", {"spec": {"suspend": False}})
+        done = await env.wait_condition("susp", "Complete", timeout=90)
+        suspended = next(c for c in done["status"]["conditions"] if c["type"] == "Suspended")
+        assert suspended["status"] == "False" and suspended["reason"] == "JobResumed"
+
+
+async def test_suspend_mid_run_propagates_and_resumes(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        created = await env.create(make_job("mid", duration_ms=4000, completions=2, parallelism=2))
+        uid = created["metadata"]["uid"]
+
+        async def running() -> bool:
+            j = await env.get("mid")
+            return bool(j and (j.get("status") or {}).get("active"))
+
+        await wait_for(running, timeout=30, what="manager shows active pods")
+        await env.manager.patch(JOBS, ns, "mid", {"spec": {"suspend": True}})
+
+        async def remote_suspended() -> bool:
+            copies = await env.copies(uid)
+            return any(c["spec"].get("suspend") and cond(c, "Suspended") == "True" for c in copies.values())
+
+        await wait_for(remote_suspended, timeout=30, what="remote copy suspended")
+        j = await env.wait_condition("mid", "Suspended", timeout=30)
+        assert not (j["status"].get("active") or 0) or True  # pods terminate asynchronously
+        await env.manager.patch(JOBS, ns, "mid", {"spec": {"suspend": False}})
+        done = await env.wait_condition("mid", "Complete", timeout=90)
+        assert done["status"]["succeeded"] == 2
+
+
+async def test_parallelism_change_propagates(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        created = await env.create(make_job("par", completions=4, parallelism=1, duration_ms=20000))
+        uid = created["metadata"]["uid"]
+        await wait_for(lambda: env.copies(uid), timeout=30, what="copy")
+        await env.manager.patch(JOBS, ns, "par", {"spec": {"parallelism": 3}})
+
+        async def remote_par() -> bool:
+            c = list((await env.copies(uid)).values())
+            return bool(c) and c[0]["spec"]["parallelism"] == 3
+
+        await wait_for(remote_par, timeout=30, what="remote parallelism 3")
+
+        async def three_active() -> bool:
+            j = await env.get("par")
+            return bool(j) and (j.get("status") or {}).get("active") == 3
+
+        await wait_for(three_active, timeout=30, what="manager active=3")
+
+
+async def test_deleting_manager_job_deletes_remote_first(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        created = await env.create(make_job("del", duration_ms=60000))
+        uid = created["metadata"]["uid"]
+        copies = await wait_for(lambda: env.copies(uid), timeout=30, what="copy")
+        (wname, remote), = copies.items()
+        await env.manager.delete(JOBS, ns, "del")
+        await env.wait_gone("del", timeout=30)
+        assert await env.copies(uid) == {}
+
+        # background propagation: the remote's pods are garbage-collected, not orphaned
+        async def pods_gone() -> bool:
+            pods, _ = await env.workers[wname].list_all(
+                PODS, ns, label_selector=f"batch.kubernetes.io/controller-uid={remote['metadata']['uid']}")
+            return all(p["metadata"].get("deletionTimestamp") for p in pods)
+
+        await wait_for(pods_gone, timeout=30, what="remote pods deleted")
+
+
+async def test_remote_deleted_by_hand_is_recreated(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        created = await env.create(make_job("again", duration_ms=3000))
+        uid = created["metadata"]["uid"]
+        copies = await wait_for(lambda: env.copies(uid), timeout=30, what="copy")
+        (wname, remote), = copies.items()
+        await env.workers[wname].delete(JOBS, ns, remote["metadata"]["name"])
+
+        async def recreated() -> bool:
+            c = await env.copies(uid)
+            return any(x["metadata"]["uid"] != remote["metadata"]["uid"] for x in c.values())
+
+        await wait_for(recreated, timeout=30, what="copy re-created")
+        await env.wait_condition("again", "Complete", timeout=90)
+
+
+async def test_foreign_managed_by_is_never_touched(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        await env.create(make_job("other", managed_by="example.com/other-controller"))
+        await env.create(make_job("ours"))
+        await env.wait_condition("ours", "Complete", timeout=90)
+        other = await env.get("other")
+        assert other is not None
+        assert other.get("status", {}) == {}
+        assert FINALIZER not in (other["metadata"].get("finalizers") or [])
+        assert ANNOTATION_CLUSTER not in (other["metadata"].get("annotations") or {})
+        for c in env.workers.values():
+            assert await env.get("other", c) is None
