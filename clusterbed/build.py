@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from clusterbed import versions
@@ -70,11 +70,9 @@ def _run_go(args: list[str], cwd: Path, label: str) -> None:
     )
     assert proc.stdout is not None
     tail: list[str] = []
-    count = 0
     last_report = start
-    for line in proc.stdout:
-        count += 1
-        tail = (tail + [line.rstrip()])[-40:]
+    for count, line in enumerate(proc.stdout, 1):
+        tail = [*tail[-39:], line.rstrip()]
         now = time.monotonic()
         if now - last_report > 15:
             _log(f"{label}: {count} packages/lines so far, {now - start:.0f}s (last: {line.strip()[:80]})")
@@ -126,7 +124,7 @@ def _ldflags_kube(kube_version: str) -> str:
         "gitMinor": minor,
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
-        "buildDate": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "buildDate": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     flags = ["-s", "-w"]
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
@@ -169,7 +167,8 @@ def build_kubernetes(kube_version: str) -> Path:
     (work / "out").mkdir(exist_ok=True)
     # -mod=mod lets go resolve and record the full module graph on the first build.
     pkgs = [f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]
-    _run_go(["build", "-mod=mod", "-v", "-trimpath", "-ldflags", _ldflags_kube(kube_version), "-o", "out/", *pkgs], work, label)
+    flags = ["-mod=mod", "-v", "-trimpath", "-ldflags", _ldflags_kube(kube_version)]
+    _run_go(["build", *flags, "-o", "out/", *pkgs], work, label)
     _install(work, dest, KUBE_COMMANDS)
     return dest
 
@@ -180,7 +179,8 @@ def build_etcd(etcd_version: str) -> Path:
         return dest
     work = _scratch_module(f"etcd-{etcd_version}", {"go.etcd.io/etcd/server/v3": f"v{etcd_version}"}, {})
     (work / "out").mkdir(exist_ok=True)
-    _run_go(["build", "-mod=mod", "-v", "-trimpath", "-ldflags", "-s -w", "-o", "out/etcd", "go.etcd.io/etcd/server/v3"], work, f"etcd v{etcd_version}")
+    _run_go(["build", "-mod=mod", "-v", "-trimpath", "-ldflags", "-s -w", "-o", "out/etcd",
+             "go.etcd.io/etcd/server/v3"], work, f"etcd v{etcd_version}")
     _install(work, dest, ("etcd",))
     return dest
 
@@ -193,7 +193,8 @@ def build_kwok(kwok_version: str) -> Path:
     (work / "out").mkdir(exist_ok=True)
     ldflags = f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v{kwok_version}"
     _run_go(
-        ["build", "-mod=mod", "-v", "-trimpath", "-ldflags", ldflags, "-o", "out/", "sigs.k8s.io/kwok/cmd/kwok", "sigs.k8s.io/kwok/cmd/kwokctl"],
+        ["build", "-mod=mod", "-v", "-trimpath", "-ldflags", ldflags, "-o", "out/",
+         "sigs.k8s.io/kwok/cmd/kwok", "sigs.k8s.io/kwok/cmd/kwokctl"],
         work,
         f"kwok v{kwok_version}",
     )
@@ -220,8 +221,10 @@ def ensure_binaries(kube_version: str = versions.KUBE_VERSION) -> Binaries:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build and cache the cluster-bed binaries.")
-    parser.add_argument("--kube-version", action="append", help="Kubernetes version(s) to build (default: the pinned one)")
-    parser.add_argument("--with-old", action="store_true", help=f"also build the skew version {versions.OLD_KUBE_VERSION}")
+    parser.add_argument("--kube-version", action="append",
+                        help="Kubernetes version(s) to build (default: the pinned one)")
+    parser.add_argument("--with-old", action="store_true",
+                        help=f"also build the skew version {versions.OLD_KUBE_VERSION}")
     args = parser.parse_args(argv)
     wanted = args.kube_version or [versions.KUBE_VERSION]
     if args.with_old:

@@ -9,6 +9,7 @@ controller (fake nodes) as local processes, from the binaries built by
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -58,6 +59,7 @@ def _log(msg: str) -> None:
 class LocalCluster:
     spec: ClusterSpec
     bed: ClusterBed
+    _stopped: dict[str, tuple[list[bytes], str]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -84,13 +86,34 @@ class LocalCluster:
         except (OSError, ValueError):
             return None
 
-    def stop(self) -> None:
-        """Stop every process of this cluster, keeping its data (a worker goes away)."""
-        self.bed.kwokctl("stop", "cluster", "--name", self.name)
+    def stop(self, component: str = "kube-apiserver") -> None:
+        """Stop one component (default: the API server goes away; etcd keeps the data).
 
-    def start(self) -> None:
-        """Start a stopped cluster again on the same address and data."""
-        self.bed.kwokctl("start", "cluster", "--name", self.name, "--wait", "120s")
+        kwokctl's own ``start cluster`` regenerates certificates in the binary runtime,
+        so we remember the exact command line and restart that process ourselves.
+        """
+        pid = self.pid(component)
+        if pid is None:
+            raise BedError(f"{self.name}: no pid for {component}")
+        self._stopped[component] = (
+            Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1],
+            os.readlink(f"/proc/{pid}/cwd"),
+        )
+        _kill_if_alive(pid)
+
+    def start(self, component: str = "kube-apiserver", timeout: float = 60) -> None:
+        """Restart a component stopped by :meth:`stop`, with the same flags, certs and ports."""
+        argv, cwd = self._stopped.pop(component)
+        log = open(self.dir / "logs" / f"{component}.log", "ab")  # noqa: SIM115 - handed to the child
+        proc = subprocess.Popen([a.decode() for a in argv], cwd=cwd, stdout=log, stderr=log,
+                                start_new_session=True)
+        (self.dir / "pids" / f"{component}.pid").write_text(str(proc.pid))
+        if component == "kube-apiserver":
+            deadline = time.monotonic() + timeout
+            while self.kubectl("get", "--raw", "/readyz", check=False).returncode != 0:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise BedError(f"{self.name}: kube-apiserver did not come back:\n{self.logs(component)}")
+                time.sleep(0.3)
 
     def freeze(self, component: str = "kube-apiserver") -> None:
         """SIGSTOP a component: it keeps accepting TCP and never answers (a black hole)."""
@@ -163,6 +186,10 @@ class ClusterBed:
             "--disable-qps-limits",
             "--wait", wait,
         ]
+        # Single-instance test clusters: without leader election, kcm and the scheduler
+        # ride out an API server outage (chaos tests) instead of exiting when the lease lapses.
+        args += ["--extra-args", "kube-controller-manager=leader-elect=false",
+                 "--extra-args", "kube-scheduler=leader-elect=false"]
         if not spec.controller_manager:
             args.append("--disable-kube-controller-manager")
         elif not spec.job_controller:
@@ -215,10 +242,8 @@ class ClusterBed:
     def _pids(self, name: str) -> list[int]:
         pids = []
         for p in (self.workdir / "clusters" / name / "pids").glob("*.pid"):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 pids.append(int(p.read_text().strip()))
-            except (OSError, ValueError):
-                pass
         return pids
 
     def delete(self, name: str) -> None:

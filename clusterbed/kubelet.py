@@ -7,7 +7,7 @@ integration tests do. Nothing here fakes the API server.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kruntime.client import ClusterClient
@@ -15,7 +15,7 @@ from kruntime.resources import PODS, Obj
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _container_states(pod: Obj, state: dict[str, Any], ready: bool) -> list[Obj]:

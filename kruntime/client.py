@@ -10,9 +10,10 @@ this module adds QPS/burst limiting, a timeout on every call and typed errors.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,7 @@ class ClusterClient:
                 _preload_content=False,
                 _request_timeout=timeout if timeout is not None else self.timeout,
             )
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             metrics.API_REQUESTS.labels(cluster=self.name, verb=verb, code="transport").inc()
             raise ApiError(0, "Transport", f"{verb} {path}: {type(exc).__name__}: {exc}", cluster=self.name) from exc
         metrics.API_REQUESTS.labels(cluster=self.name, verb=verb, code=str(resp.status)).inc()
@@ -207,9 +208,9 @@ class ClusterClient:
         }
         return await self.request("GET", res.path(namespace), query=query)
 
-    async def list_all(self, res: Resource, namespace: str | None = None, **kw: Any) -> tuple[list[Obj], str]:
+    async def list_all(self, res: Resource, namespace: str | None = None, **kw: Any) -> tuple[builtins.list[Obj], str]:
         """Paginated list; returns the items and the list's resourceVersion."""
-        items: list[Obj] = []
+        items: builtins.list[Obj] = []
         cont: str | None = None
         while True:
             page = await self.list(res, namespace, limit=500, continue_=cont, **kw)
@@ -280,6 +281,7 @@ class ClusterClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         timeout_seconds: int = 300,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[Obj]:
         """Stream watch events (dicts with ``type`` and ``object``) with bookmarks on.
 
@@ -306,6 +308,8 @@ class ClusterClient:
                     data = {}
                 raise ApiError(resp.status, str(data.get("reason", resp.reason)), str(data.get("message", raw[:300])),
                                data, cluster=self.name)
+            if on_open is not None:
+                on_open()
             while True:
                 try:
                     line = await resp.content.readline()

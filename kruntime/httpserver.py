@@ -38,9 +38,9 @@ class HealthServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        server = site._server
-        if self.port == 0 and server is not None and getattr(server, "sockets", None):
-            self.port = server.sockets[0].getsockname()[1]
+        sockets = getattr(site._server, "sockets", None)
+        if self.port == 0 and sockets:
+            self.port = sockets[0].getsockname()[1]
         log.info("serving /healthz /readyz /metrics on %s:%d", self.host, self.port)
         return self.port
 

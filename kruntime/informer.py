@@ -52,6 +52,7 @@ class Informer:
         self.last_error: str | None = None
         self._handlers: list[Handler] = []
         self._rv = ""
+        self._failures = 0
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
@@ -101,6 +102,7 @@ class Informer:
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             timeout_seconds=int(self.watch_timeout * (1 + random.random())),
+            on_open=self._connected,
         ):
             etype = ev.get("type")
             obj = ev.get("object") or {}
@@ -122,9 +124,14 @@ class Informer:
                 self.cache[k] = obj
                 await self._emit("ADDED" if prev is None else "MODIFIED", prev, obj)
 
+    def _connected(self) -> None:
+        self.healthy = True
+        self.last_error = None
+        self._failures = 0
+
     async def run(self) -> None:
         """Run until cancelled. Never returns on errors; they are retried with backoff."""
-        failures = 0
+        self._failures = 0
         need_list = True
         while True:
             try:
@@ -132,9 +139,7 @@ class Informer:
                     await self._relist()
                     need_list = False
                     self.synced.set()
-                self.healthy = True
-                self.last_error = None
-                failures = 0
+                    self._connected()
                 await self._watch_once()
                 metrics.WATCH_RESTARTS.labels(self.client.name, self.resource.plural, "timeout").inc()
             except asyncio.CancelledError:
@@ -145,23 +150,23 @@ class Informer:
                     metrics.WATCH_RESTARTS.labels(self.client.name, self.resource.plural, "gone").inc()
                     need_list = True
                     continue
-                failures += 1
+                self._failures += 1
                 self.healthy = False
                 self.last_error = str(exc)
-                delay = exponential_backoff(failures, self.backoff_base, self.backoff_cap)
+                delay = exponential_backoff(self._failures, self.backoff_base, self.backoff_cap)
                 metrics.WATCH_RESTARTS.labels(self.client.name, self.resource.plural, "error").inc()
                 log.warning(
                     "list/watch %s on %s failed (attempt %d), retrying in %.1fs: %s",
-                    self.resource.plural, self.client.name, failures, delay, exc,
+                    self.resource.plural, self.client.name, self._failures, delay, exc,
                 )
                 if exc.status in (401, 403):
                     need_list = True
                 await asyncio.sleep(delay)
             except Exception as exc:  # malformed stream etc: relist after a pause
-                failures += 1
+                self._failures += 1
                 self.healthy = False
                 self.last_error = f"{type(exc).__name__}: {exc}"
-                delay = exponential_backoff(failures, self.backoff_base, self.backoff_cap)
+                delay = exponential_backoff(self._failures, self.backoff_base, self.backoff_cap)
                 log.warning("informer %s on %s: %s; relisting in %.1fs", self.resource.plural, self.client.name,
                             self.last_error, delay)
                 need_list = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 
 class TokenBucket:
@@ -12,7 +13,7 @@ class TokenBucket:
     A non-positive ``qps`` disables limiting. Waiters are served in arrival order.
     """
 
-    def __init__(self, qps: float, burst: int, clock: "type[time.monotonic] | None" = None) -> None:
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] | None = None) -> None:
         self.qps = qps
         self.burst = max(1, burst)
         self._tokens = float(self.burst)

@@ -142,8 +142,10 @@ class WorkQueue(Generic[K]):
                     raise
                 except Exception as exc:
                     delay = self.add_rate_limited(key)
-                    log.warning("%s: %s failed (attempt %d, retry in %.2fs): %s", self.name, key,
-                                self.num_requeues(key), delay, exc, exc_info=not _expected(exc))
+                    # A write conflict only means our cache was a step behind: routine, not a warning.
+                    level = logging.DEBUG if _is_conflict(exc) else logging.WARNING
+                    log.log(level, "%s: %s failed (attempt %d, retry in %.2fs): %s", self.name, key,
+                            self.num_requeues(key), delay, exc, exc_info=not _expected(exc))
                 finally:
                     self.done(key)
 
@@ -151,6 +153,11 @@ class WorkQueue(Generic[K]):
 
 
 def _expected(exc: Exception) -> bool:
+    """API errors and errors a controller raises on purpose need no traceback in the log."""
     from kruntime.client import ApiError
 
-    return isinstance(exc, ApiError)
+    return isinstance(exc, ApiError) or getattr(exc, "expected", False)
+
+
+def _is_conflict(exc: Exception) -> bool:
+    return getattr(exc, "status", None) == 409

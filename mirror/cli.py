@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import signal
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
@@ -76,7 +76,7 @@ def _last_sync(job: Obj, now: datetime) -> str:
              if m.get("manager") == FIELD_MANAGER and m.get("subresource") == "status" and m.get("time")]
     if not times:
         return "-"
-    t = datetime.strptime(max(times), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    t = datetime.strptime(max(times), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     return f"{(now - t).total_seconds():.0f}s"
 
 
@@ -84,7 +84,7 @@ async def _status(cfg: Config) -> int:
     mkc = await load_kubeconfig(cfg.manager_kubeconfig, cfg.manager_context) if cfg.manager_kubeconfig \
         else await load_incluster()
     manager = ClusterClient.from_configuration("manager", mkc, timeout=cfg.request_timeout)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     try:
         items, _ = await manager.list_all(JOBS, None)
         claimed = [j for j in items if j.get("spec", {}).get("managedBy") == cfg.controller_name

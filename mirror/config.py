@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import re
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from mirror.naming import BUILTIN_CONTROLLER_NAME, DEFAULT_CONTROLLER_NAME
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_yaml_data: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("yaml_data", default={})
+_yaml_data: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("yaml_data")
 
 
 class ConfigError(ValueError):
@@ -50,12 +50,12 @@ class Worker(_Model):
         return v
 
 
-class PlacementPolicy(str, Enum):
+class PlacementPolicy(StrEnum):
     LEAST_LOADED = "LeastLoaded"
     ROUND_ROBIN = "RoundRobin"
 
 
-class MissingNamespace(str, Enum):
+class MissingNamespace(StrEnum):
     CREATE = "Create"
     REPORT = "Report"
 
@@ -73,7 +73,7 @@ class LeaderElection(_Model):
         if self.lease_duration <= self.renew_deadline:
             raise ValueError("leaseDuration must be greater than renewDeadline")
         if self.renew_deadline <= 1.2 * self.retry_period:
-            raise ValueError("renewDeadline must be greater than 1.2 × retryPeriod")
+            raise ValueError("renewDeadline must be greater than 1.2 x retryPeriod")
         return self
 
 
@@ -82,7 +82,7 @@ class _YamlSource(PydanticBaseSettingsSource):
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return dict(_yaml_data.get())
+        return dict(_yaml_data.get({}))
 
 
 class Config(BaseSettings):

@@ -8,6 +8,8 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Coroutine
+from typing import Any
 
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
@@ -57,12 +59,12 @@ class MirrorController:
                 else await load_incluster())
         self.manager = ClusterClient.from_configuration("manager", mcfg, qps=cfg.qps, burst=cfg.burst,
                                                         timeout=cfg.request_timeout, field_manager=FIELD_MANAGER)
-        for w in cfg.workers:
-            client = await ClusterClient.from_kubeconfig(w.name, w.kubeconfig, context=w.context, qps=w.qps,
-                                                         burst=w.burst, timeout=cfg.request_timeout,
+        for wcfg in cfg.workers:
+            client = await ClusterClient.from_kubeconfig(wcfg.name, wcfg.kubeconfig, context=wcfg.context,
+                                                         qps=wcfg.qps, burst=wcfg.burst, timeout=cfg.request_timeout,
                                                          field_manager=FIELD_MANAGER)
-            self.workers[w.name] = WorkerCluster(w, client, origin=cfg.origin,
-                                                 probe_interval=cfg.health_probe_interval)
+            self.workers[wcfg.name] = WorkerCluster(wcfg, client, origin=cfg.origin,
+                                                    probe_interval=cfg.health_probe_interval)
         manager_id = await _cluster_identity(self.manager)
         for w in self.workers.values():
             if manager_id and await _cluster_identity(w.client) == manager_id:
@@ -116,7 +118,7 @@ class MirrorController:
         spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.cfg.origin, self.cfg.gc_interval), "gc")
         await self.queue.run_workers(self.cfg.workers_concurrency, self.reconciler.reconcile)
 
-    def _spawn(self, coro, name: str) -> None:  # type: ignore[no-untyped-def]
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.append(task)
 

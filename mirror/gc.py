@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from enum import Enum
+from enum import StrEnum
 
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, Obj, split_key
@@ -21,7 +21,7 @@ from mirror.workers import WorkerCluster
 log = logging.getLogger(__name__)
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     KEEP = "keep"
     ORPHAN = "orphan"  # the manager Job no longer exists (or is a different Job now)
     STALE = "stale"  # the manager Job is placed on another worker

@@ -62,4 +62,6 @@ class RoundRobin:
 
 
 def policy_for(name: str) -> PlacementPolicy:
-    return {"LeastLoaded": LeastLoaded, "RoundRobin": RoundRobin}[name]()
+    if name == "RoundRobin":
+        return RoundRobin()
+    return LeastLoaded()

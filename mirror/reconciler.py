@@ -10,9 +10,10 @@ same worker and never creates a second copy elsewhere.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import EventRecorder
@@ -20,7 +21,14 @@ from kruntime.informer import Informer
 from kruntime.resources import JOBS, NAMESPACES, Obj, split_key
 from mirror import metrics
 from mirror.config import Config, MissingNamespace
-from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, ANNOTATION_REMOTE_NAME, FINALIZER, derived_remote_name
+from mirror.naming import (
+    ANNOTATION_CLUSTER,
+    ANNOTATION_PIN,
+    ANNOTATION_REMOTE_NAME,
+    FINALIZER,
+    LABEL_ORIGIN_UID,
+    derived_remote_name,
+)
 from mirror.placement import NoWorker, PlacementPolicy, WorkerView
 from mirror.remote_copy import build_remote_copy, is_our_copy, spec_patch
 from mirror.status import desired_manager_status, is_finished, status_differs
@@ -28,15 +36,21 @@ from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 NORMAL, WARNING = "Normal", "Warning"
 
 
 class WorkerBusy(Exception):
     """The worker already has its share of in-flight calls; try this Job again shortly."""
 
+    expected = True
+
 
 class StatusRejected(Exception):
     """The manager API server refused the translated status (counted, evented, retried)."""
+
+    expected = True
 
 
 @dataclass
@@ -60,7 +74,7 @@ class Reconciler:
         workers: dict[str, WorkerCluster],
         recorder: EventRecorder,
         policy: PlacementPolicy,
-        now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.cfg = cfg
         self.manager = manager
@@ -71,6 +85,8 @@ class Reconciler:
         self.now = now
         #: dispatches not yet visible in a worker's cache, so placement sees them at once
         self._pending: dict[str, set[str]] = {name: set() for name in workers}
+        #: manager uids whose create we sent to a worker (answered or not)
+        self._attempted: dict[str, set[str]] = {name: set() for name in workers}
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -92,7 +108,8 @@ class Reconciler:
             return await self._finalize(job, copies)
         if is_finished(job):
             if self.cfg.keep_finished_remote:
-                return await self._drop_finalizer(job)
+                await self._drop_finalizer(job)
+                return None
             return await self._finalize(job, copies)
 
         # Copies on workers other than the placement: a lost worker came back, or a
@@ -162,26 +179,46 @@ class Reconciler:
         }})
         return patched, Placement(chosen, remote_name)
 
+    def _never_sent(self, job: Obj, worker: WorkerCluster) -> bool:
+        """True when no copy can exist there: we never sent a create and its cache has none.
+
+        Only trusted once the worker's cache has synced at least once; after a restart
+        with the worker already down we cannot know, and wait for workerLostTimeout.
+        """
+        uid = job["metadata"]["uid"]
+        return (worker.informer.synced.is_set() and uid not in self._attempted[worker.name]
+                and worker.copy_of(uid) is None)
+
     async def _handle_unhealthy(self, job: Obj, placement: Placement, worker: WorkerCluster | None) -> float:
+        if worker is not None and self._never_sent(job, worker):
+            # Placed a moment before the worker went away: nothing runs there, move on now.
+            old = worker.name
+            job, new = await self._place(job, exclude=old)
+            if new.worker is None:
+                return self.cfg.resync_period
+            self.recorder.event(job, NORMAL, "Redispatched", f"worker {old} became unreachable before the "
+                                f"copy was created ({worker.last_error}); placed on {new.worker} instead")
+            metrics.REDISPATCHES.labels(old, new.worker).inc()
+            return 0.0
         down_for = worker.unhealthy_for() if worker is not None else float("inf")
         if down_for < self.cfg.worker_lost_timeout:
             # Keep the last mirrored status; look again when the timeout could expire.
             return min(self.cfg.resync_period, self.cfg.worker_lost_timeout - down_for + 0.5)
-        old = placement.worker
+        old = placement.worker or ""
         reason = (f"worker {old} unreachable for {down_for:.0f}s (workerLostTimeout "
                   f"{self.cfg.worker_lost_timeout:.0f}s): {worker.last_error if worker else 'not configured'}")
         self.recorder.event(job, WARNING, "WorkerLost", reason)
         job, new = await self._place(job, exclude=old)
         if new.worker is None:
             return self.cfg.resync_period
-        metrics.REDISPATCHES.labels(old or "", new.worker).inc()
+        metrics.REDISPATCHES.labels(old, new.worker).inc()
         self.recorder.event(job, NORMAL, "Redispatched", f"moved from {old} to {new.worker}; the copy on {old} "
                             "is deleted when it comes back")
         return 0.0
 
     # -- remote copy ----------------------------------------------------------------------
 
-    async def _remote_call(self, worker: WorkerCluster, coro):  # type: ignore[no-untyped-def]
+    async def _remote_call(self, worker: WorkerCluster, coro: Coroutine[Any, Any, T]) -> T:
         if worker.in_flight.locked():
             coro.close()
             raise WorkerBusy(worker.name)
@@ -192,7 +229,7 @@ class Reconciler:
         ns = job["metadata"]["namespace"]
         try:
             # The cache can lag our own create by a few milliseconds: ask the server.
-            return await self._remote_call(worker, worker.client.get(JOBS, ns, placement.remote_name))  # type: ignore[no-any-return]
+            return await self._remote_call(worker, worker.client.get(JOBS, ns, placement.remote_name))
         except ApiError as exc:
             if not exc.not_found:
                 raise
@@ -204,18 +241,19 @@ class Reconciler:
             created = await self._create(worker, ns, body)
         except ApiError as exc:
             if exc.already_exists:
-                return await self._remote_call(worker, worker.client.get(JOBS, ns, placement.remote_name))  # type: ignore[no-any-return]
+                return await self._remote_call(worker, worker.client.get(JOBS, ns, placement.remote_name))
             raise
         if created is None:
             return None
         self._pending[worker.name].add(job["metadata"]["uid"])
         metrics.DISPATCHES.labels(worker.name).inc()
         self.recorder.event(job, NORMAL, "Dispatched", f"created {ns}/{placement.remote_name} on worker {worker.name}")
-        return created  # type: ignore[no-any-return]
+        return created
 
     async def _create(self, worker: WorkerCluster, ns: str, body: Obj) -> Obj | None:
+        self._attempted[worker.name].add(body["metadata"]["labels"][LABEL_ORIGIN_UID])
         try:
-            return await self._remote_call(worker, worker.client.create(JOBS, ns, body))  # type: ignore[no-any-return]
+            return await self._remote_call(worker, worker.client.create(JOBS, ns, body))
         except ApiError as exc:
             missing_ns = exc.not_found and (exc.body.get("details") or {}).get("kind") == "namespaces"
             if not missing_ns:
@@ -234,7 +272,7 @@ class Reconciler:
         except ApiError as exc:
             if not exc.already_exists:
                 raise
-        return await self._remote_call(worker, worker.client.create(JOBS, ns, body))  # type: ignore[no-any-return]
+        return await self._remote_call(worker, worker.client.create(JOBS, ns, body))
 
     def _collision(self, job: Obj, worker: WorkerCluster, remote: Obj) -> None:
         md = remote["metadata"]
@@ -309,8 +347,8 @@ class Reconciler:
                         all_gone &= await self._delete_remote(pw, remote, reason)
         if not all_gone:
             return min(self.cfg.resync_period, 5.0)
-        for pending in self._pending.values():
-            pending.discard(uid)
+        for tracked in (*self._pending.values(), *self._attempted.values()):
+            tracked.discard(uid)
         await self._drop_finalizer(job)
         return None
 

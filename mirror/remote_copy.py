@@ -15,7 +15,6 @@ from mirror.naming import (
     ANNOTATION_PIN,
     ANNOTATION_REMOTE_NAME,
     CONTROLLER_UID_LABELS,
-    FINALIZER,
     LABEL_ORIGIN,
     LABEL_ORIGIN_UID,
 )

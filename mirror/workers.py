@@ -106,8 +106,8 @@ class WorkerCluster:
         elif self.unhealthy_since is None:
             self.unhealthy_since = self.clock()
         if was != now_healthy:
-            log.warning("worker %s is now %s%s", self.name, "healthy" if now_healthy else "UNHEALTHY",
-                        f": {self.last_error}" if self.last_error else "")
+            log.log(logging.INFO if now_healthy else logging.WARNING, "worker %s is now %s%s", self.name,
+                    "healthy" if now_healthy else "UNHEALTHY", f": {self.last_error}" if self.last_error else "")
         metrics.WORKER_UP.labels(self.name).set(1 if now_healthy else 0)
 
     async def probe_once(self) -> None:

@@ -41,7 +41,7 @@ def make_job(
         "parallelism": parallelism,
         "backoffLimit": backoff_limit,
         "template": {
-            "metadata": {"labels": labels, "annotations": {"jobmirror.dev/kwok-duration-ms": str(duration_ms)}},
+            "metadata": {"labels": labels, "annotations": {"jobmirror.dev/kwok-duration": f"{duration_ms}ms"}},
             "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
         },
     }

@@ -1,0 +1,218 @@
+"""Failures MultiKueue users hit, and the controller's recovery invariants.
+
+Invariants asserted throughout: no lost Job, never two running copies after recovery,
+a correct final status, no orphans after GC, and foreign Jobs never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from clusterbed.cluster import ClusterSpec, LocalCluster
+from kruntime.client import ClusterClient
+from kruntime.resources import JOBS
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER
+from tests.conftest import WORKER_1, WORKER_2, ensure_namespace, wait_for
+from tests.integration.mirror_env import make_job, mirror_env
+
+ClientFor = Callable[[ClusterSpec], Awaitable[ClusterClient]]
+ClusterFn = Callable[[ClusterSpec], LocalCluster]
+
+
+@pytest.mark.integration
+async def test_orphan_remote_is_garbage_collected(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        ctrl = await env.start()
+        created = await env.create(make_job("orphan", duration_ms=60000))
+        uid = created["metadata"]["uid"]
+        await wait_for(lambda: env.copies(uid), timeout=30, what="copy")
+        await env.stop(ctrl)
+        # The manager Job disappears while the controller is down (finalizer force-removed).
+        await env.manager.delete(JOBS, ns, "orphan")
+        await env.manager.patch(JOBS, ns, "orphan", {"metadata": {"finalizers": None}})
+        await env.wait_gone("orphan")
+        assert await env.copies(uid)  # still there: nobody was running
+        await env.start()
+
+        async def collected() -> bool:
+            return await env.copies(uid) == {}
+
+        await wait_for(collected, timeout=30, what="orphan copy garbage-collected")
+
+
+@pytest.mark.integration
+async def test_restart_mid_run_converges_without_duplicates(client_for: ClientFor, cluster: ClusterFn,
+                                                            ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        ctrl = await env.start()
+        jobs = [await env.create(make_job(f"r{i}", duration_ms=2500)) for i in range(6)]
+        await asyncio.sleep(0.4)  # kill it while dispatches are in flight
+        await env.stop(ctrl)
+        await env.start()
+        for j in jobs:
+            await env.wait_condition(j["metadata"]["name"], "Complete", timeout=90)
+        for j in jobs:
+            name = j["metadata"]["name"]
+            placed = (await env.get(name))["metadata"]["annotations"][ANNOTATION_CLUSTER]  # type: ignore[index]
+            # Exactly the placement worker ever ran it: the other worker never had a copy.
+            other = next(w for w in env.workers if w != placed)
+            assert await env.get(name, env.workers[other]) is None
+
+
+@pytest.mark.integration
+async def test_two_managers_share_a_worker_without_touching_each_other(
+    client_for: ClientFor, cluster: ClusterFn, ns: str
+) -> None:
+    """Manager A is the manager cluster, manager B is worker-2's API server; both use worker-1."""
+    async with mirror_env(client_for, cluster, ns, workers=(WORKER_1,)) as env:
+        b_manager = await client_for(WORKER_2)
+        await ensure_namespace(b_manager, ns)
+        b_cfg = env.config_with(manager_kubeconfig=env.clusters["manager"].kubeconfig.parent.parent / "worker-2"
+                                / "kubeconfig.yaml", origin=f"b-{ns}")
+        await env.start()
+        await env.start(b_cfg)
+        a = await env.create(make_job("from-a", duration_ms=1500))
+        b = await env.create(make_job("from-b", duration_ms=1500), client=b_manager)
+        # Same name in both managers: the second copy would collide; one of them reports it.
+        await env.create(make_job("same", duration_ms=60000))
+        await env.create(make_job("same", duration_ms=60000), client=b_manager)
+
+        async def b_complete() -> bool:
+            j = await env.get("from-b", b_manager)
+            return any(c["type"] == "Complete" and c["status"] == "True"
+                       for c in (j or {}).get("status", {}).get("conditions") or [])
+
+        await env.wait_condition("from-a", "Complete", timeout=90)
+        await wait_for(b_complete, timeout=90, what="manager B's Job Complete")
+        await asyncio.sleep(5)  # > 2 GC rounds of each controller
+        assert a["metadata"]["uid"] != b["metadata"]["uid"]
+
+        # exactly one "same" copy exists on worker-1 and it was never replaced
+        w1 = env.workers["worker-1"]
+        same = await env.get("same", w1)
+        assert same is not None
+        a_same, b_same = await env.get("same"), await env.get("same", b_manager)
+        owner = same["metadata"]["labels"]["jobmirror.dev/origin"]
+        loser_client = b_manager if owner == env.origin else env.manager
+        loser = b_same if owner == env.origin else a_same
+        assert loser is not None
+
+        async def collision_reported() -> bool:
+            from kruntime.resources import EVENTS
+
+            evs, _ = await loser_client.list_all(EVENTS, ns, field_selector="involvedObject.name=same")
+            return any(e["reason"] == "NameCollision" for e in evs)
+
+        await wait_for(collision_reported, timeout=30, what="NameCollision event")
+        again = await env.get("same", w1)
+        assert again is not None and again["metadata"]["uid"] == same["metadata"]["uid"]
+
+
+@pytest.mark.integration
+async def test_foreign_remote_job_with_same_name_is_never_deleted_or_overwritten(
+    client_for: ClientFor, cluster: ClusterFn, ns: str
+) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        w1 = env.workers["worker-1"]
+        foreign = await env.create(make_job("clash", managed_by=None, duration_ms=60000), client=w1)
+        await env.start()
+        await env.create(make_job("clash", annotations={ANNOTATION_PIN: "worker-1"}))
+        await env.wait_event("clash", "NameCollision")
+        await asyncio.sleep(3)
+        still = await env.get("clash", w1)
+        assert still is not None and still["metadata"]["uid"] == foreign["metadata"]["uid"]
+        assert still["spec"] == {**still["spec"], **{k: v for k, v in foreign["spec"].items()}}
+        # deleting the manager Job must not delete the foreign Job either
+        await env.manager.delete(JOBS, ns, "clash")
+        await env.wait_gone("clash")
+        await asyncio.sleep(3)
+        after = await env.get("clash", w1)
+        assert after is not None and after["metadata"]["uid"] == foreign["metadata"]["uid"]
+
+
+@pytest.mark.integration
+async def test_finished_job_is_not_dispatched_again_after_remote_vanishes(
+    client_for: ClientFor, cluster: ClusterFn, ns: str
+) -> None:
+    """A worker-side TTL (or anyone) deleting a finished copy must not re-run the Job."""
+    async with mirror_env(client_for, cluster, ns, keep_finished_remote=True) as env:
+        await env.start()
+        created = await env.create(make_job("ttl"))
+        uid = created["metadata"]["uid"]
+        await env.wait_condition("ttl", "Complete", timeout=90)
+        copies = await env.copies(uid)
+        assert copies  # kept (keepFinishedRemote); now it vanishes as a worker TTL would delete it
+        for wname, c in copies.items():
+            await env.workers[wname].delete(JOBS, ns, c["metadata"]["name"])
+        await asyncio.sleep(5)
+        assert await env.copies(uid) == {}
+        j = await env.get("ttl")
+        assert j is not None and j["status"]["succeeded"] == 1
+        assert FINALIZER not in (j["metadata"].get("finalizers") or [])
+
+
+@pytest.mark.chaos
+async def test_black_holed_worker_does_not_delay_the_other(client_for: ClientFor, cluster: ClusterFn,
+                                                           ns: str) -> None:
+    """worker-1's API server is frozen (accepts TCP, never answers): worker-2 keeps flowing."""
+    async with mirror_env(client_for, cluster, ns, request_timeout=3.0) as env:
+        await env.start()
+        w1 = env.clusters["worker-1"]
+        stuck = await env.create(make_job("stuck", duration_ms=60000, annotations={ANNOTATION_PIN: "worker-1"}))
+        await wait_for(lambda: env.copies(stuck["metadata"]["uid"]), timeout=30, what="copy on worker-1")
+        w1.freeze()
+        try:
+            t0 = time.monotonic()
+            await env.create(make_job("pinned-hung", annotations={ANNOTATION_PIN: "worker-1"}))
+            for i in range(5):
+                await env.create(make_job(f"flow{i}", duration_ms=300))
+            for i in range(5):
+                j = await env.wait_condition(f"flow{i}", "Complete", timeout=60)
+                assert j["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-2"
+            elapsed = time.monotonic() - t0
+            # Dispatch + run + mirror of 5 Jobs on worker-2 despite the hung worker.
+            assert elapsed < 45, f"healthy worker slowed down by the hung one: {elapsed:.1f}s"
+            await env.wait_event("pinned-hung", "NoWorker")
+        finally:
+            w1.thaw()
+        await env.wait_condition("pinned-hung", "Complete", timeout=90)
+
+
+@pytest.mark.chaos
+async def test_lost_worker_redispatch_and_stale_copy_removed(client_for: ClientFor, cluster: ClusterFn,
+                                                             ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns, worker_lost_timeout=6.0) as env:
+        await env.start()
+        w1 = env.clusters["worker-1"]
+        created = await env.create(make_job("moved", duration_ms=4000, annotations={ANNOTATION_PIN: "worker-1"}))
+        created["metadata"]["uid"]
+
+        async def running_on_w1() -> bool:
+            j = await env.get("moved")
+            return bool(j and (j.get("status") or {}).get("active"))
+
+        await wait_for(running_on_w1, timeout=30, what="running on worker-1")
+        before = await env.get("moved")
+        # The pin is what we asked for; once worker-1 is lost the Job must still move on.
+        await env.manager.patch(JOBS, ns, "moved", {"metadata": {"annotations": {ANNOTATION_PIN: None}}})
+        w1.stop()
+        try:
+            await env.wait_event("moved", "WorkerLost", timeout=60)
+            await env.wait_event("moved", "Redispatched", timeout=30)
+            # While lost, the last mirrored status is kept (not cleared).
+            mid = await env.get("moved")
+            assert mid is not None and mid["status"]["startTime"] == before["status"]["startTime"]  # type: ignore[index]
+            done = await env.wait_condition("moved", "Complete", timeout=90)
+            assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-2"
+        finally:
+            w1.start()
+        w1_client = env.workers["worker-1"]
+
+        async def stale_removed() -> bool:
+            return await env.get("moved", w1_client) is None
+
+        await wait_for(stale_removed, timeout=60, what="stale copy on returned worker-1 deleted")

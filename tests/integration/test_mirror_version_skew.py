@@ -1,0 +1,56 @@
+"""A worker on an older Kubernetes minor (1.30): its Job controller writes Complete/Failed
+without SuccessCriteriaMet/FailureTarget, which the manager (1.35) would reject verbatim.
+The mirror must still land a valid, final status on the manager."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from clusterbed import versions
+from clusterbed.cluster import ClusterSpec, LocalCluster
+from kruntime.client import ClusterClient
+from tests.integration.mirror_env import cond, make_job, mirror_env
+
+pytestmark = pytest.mark.integration
+
+OLD_WORKER = ClusterSpec("worker-old", kube_version=versions.OLD_KUBE_VERSION, nodes=2)
+
+
+async def test_old_worker_status_is_repaired_into_a_valid_manager_status(
+    client_for: Callable[[ClusterSpec], Awaitable[ClusterClient]],
+    cluster: Callable[[ClusterSpec], LocalCluster],
+    ns: str,
+) -> None:
+    # Keep finished copies so the test can show what the old worker itself wrote.
+    async with mirror_env(client_for, cluster, ns, workers=(OLD_WORKER,), keep_finished_remote=True) as env:
+        old = env.workers["worker-old"]
+        v = await old.request("GET", "/version")
+        assert v["gitVersion"] == f"v{versions.OLD_KUBE_VERSION}"
+        await env.start()
+        ok = await env.create(make_job("ok", completions=2, parallelism=2))
+        bad = await env.create(make_job("bad", outcome="fail", backoff_limit=0))
+
+        # What the old worker itself wrote: terminal conditions without the interim ones.
+        async def remote_terminal(uid: str, ctype: str) -> dict | None:  # type: ignore[type-arg]
+            copies = await env.copies(uid)
+            r = copies.get("worker-old")
+            return r if r and cond(r, ctype) == "True" else None
+
+        from tests.conftest import wait_for
+
+        r_ok = await wait_for(lambda: remote_terminal(ok["metadata"]["uid"], "Complete"), timeout=60,
+                              what="old worker completes its copy")
+        assert cond(r_ok, "SuccessCriteriaMet") is None  # the 1.30 controller never writes it
+        r_bad = await wait_for(lambda: remote_terminal(bad["metadata"]["uid"], "Failed"), timeout=60,
+                               what="old worker fails its copy")
+        assert cond(r_bad, "FailureTarget") is None
+
+        done = await env.wait_condition("ok", "Complete", timeout=60)
+        assert cond(done, "SuccessCriteriaMet") == "True"
+        assert done["status"]["succeeded"] == 2 and done["status"]["completionTime"]
+        failed = await env.wait_condition("bad", "Failed", timeout=60)
+        assert cond(failed, "FailureTarget") == "True"
+        assert "completionTime" not in failed["status"]
+        assert not failed["status"].get("active")
