@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -171,9 +172,19 @@ class ClusterBed:
                            f"{proc.stderr[-3000:]}")
         return proc
 
-    def create(self, spec: ClusterSpec, *, wait: str = "120s") -> LocalCluster:
+    def create(self, spec: ClusterSpec, *, wait: str = "120s", attempts: int = 3) -> LocalCluster:
+        """Start a cluster; a start that fails (e.g. a port another bed grabbed first) is retried."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._create_once(spec, wait)
+            except BedError as exc:
+                if attempt == attempts:
+                    raise
+                _log(f"cluster {spec.name}: start attempt {attempt} failed, retrying: {str(exc)[:300]}")
+        raise AssertionError("unreachable")
+
+    def _kwokctl_create_args(self, spec: ClusterSpec, wait: str) -> list[str]:
         b = self.binaries_for(spec.kube_version)
-        cluster = LocalCluster(spec, self)
         args = [
             "create", "cluster", "--name", spec.name, "--runtime", "binary",
             "--kube-apiserver-binary", str(b.kube_apiserver),
@@ -181,7 +192,7 @@ class ClusterBed:
             "--kube-scheduler-binary", str(b.kube_scheduler),
             "--kwok-controller-binary", str(b.kwok),
             "--etcd-binary", str(b.etcd),
-            "--kube-apiserver-port", "0",
+            "--config", str(self._ports_config(spec.name)),
             "--secure-port=true", "--kube-authorization=true", "--kube-admission=true",
             "--disable-qps-limits",
             "--wait", wait,
@@ -202,26 +213,58 @@ class ClusterBed:
             args += ["--kube-feature-gates", spec.feature_gates]
         for extra in spec.extra_args:
             args += ["--extra-args", extra]
-        env_version = spec.kube_version
-        _log(f"creating cluster {spec.name} (Kubernetes v{env_version}, controller-manager="
+        return args
+
+    def _ports_config(self, name: str) -> Path:
+        """Ports chosen by the OS, not by kwokctl.
+
+        kwokctl scans down from 32767 for a free port, so beds started at the same time
+        (parallel test sessions) race for the same numbers; kernel-assigned ephemeral
+        ports do not collide.
+        """
+        keys = ("etcdPort", "etcdPeerPort", "kubeApiserverPort", "kwokControllerPort",
+                "kubeControllerManagerPort", "kubeSchedulerPort")
+        socks = []
+        try:
+            for _ in keys:
+                s = socket.socket()
+                s.bind(("127.0.0.1", 0))
+                socks.append(s)
+            ports = {k: s.getsockname()[1] for k, s in zip(keys, socks, strict=True)}
+        finally:
+            for s in socks:
+                s.close()
+        path = self.workdir / f"{name}-ports.yaml"
+        lines = ["apiVersion: config.kwok.x-k8s.io/v1alpha1", "kind: KwokctlConfiguration", "options:"]
+        lines += [f"  {k}: {v}" for k, v in ports.items()]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def _create_once(self, spec: ClusterSpec, wait: str) -> LocalCluster:
+        b = self.binaries_for(spec.kube_version)
+        cluster = LocalCluster(spec, self)
+        _log(f"creating cluster {spec.name} (Kubernetes v{spec.kube_version}, controller-manager="
              f"{spec.controller_manager}, job-controller={spec.job_controller}, nodes={spec.nodes})")
         start = time.monotonic()
-        os.environ.setdefault("KWOK_KUBE_VERSION", f"v{env_version}")
         proc = subprocess.run(
-            [str(b.kwokctl), *args], env={**self._env(), "KWOK_KUBE_VERSION": f"v{env_version}"},
+            [str(b.kwokctl), *self._kwokctl_create_args(spec, wait)],
+            env={**self._env(), "KWOK_KUBE_VERSION": f"v{spec.kube_version}"},
             capture_output=True, text=True, timeout=600,
         )
         self.clusters[spec.name] = cluster
-        if proc.returncode != 0:
+        try:
+            if proc.returncode != 0:
+                raise BedError(f"kwokctl create cluster exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+            if spec.nodes:
+                self.kwokctl("scale", "node", "--replicas", str(spec.nodes), "--name", spec.name)
+        except (BedError, subprocess.TimeoutExpired) as exc:
             detail = "\n".join(
                 f"--- {c} log tail ---\n{cluster.logs(c)}"
                 for c in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
                 if (cluster.dir / "logs" / f"{c}.log").exists()
             )
             self.delete(spec.name)
-            raise BedError(f"cluster {spec.name} failed to start:\n{proc.stderr[-3000:]}\n{detail}")
-        if spec.nodes:
-            self.kwokctl("scale", "node", "--replicas", str(spec.nodes), "--name", spec.name)
+            raise BedError(f"cluster {spec.name} failed to start: {exc}\n{detail}") from exc
         _log(f"cluster {spec.name} up in {time.monotonic() - start:.1f}s at {cluster.server_url()}")
         return cluster
 

@@ -64,9 +64,10 @@ class LeaderElection(_Model):
     enabled: bool = False
     namespace: str = "jobmirror-system"
     lease_name: str = "jobmirror-controller"
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    # kubernetes_asyncio's election loop needs whole seconds of at least 1.
+    lease_duration: int = Field(15, ge=1)
+    renew_deadline: int = Field(10, ge=1)
+    retry_period: int = Field(2, ge=1)
 
     @model_validator(mode="after")
     def _timings(self) -> LeaderElection:
@@ -83,6 +84,39 @@ class _YamlSource(PydanticBaseSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         return dict(_yaml_data.get({}))
+
+
+def _keyed_by_alias(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """Rename field-name keys (``worker_lost_timeout``) to their camelCase alias, nested models too."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        f = model.model_fields.get(key)
+        if f is None:
+            out[key] = value
+            continue
+        sub = f.annotation
+        if isinstance(value, dict) and isinstance(sub, type) and issubclass(sub, BaseModel):
+            value = _keyed_by_alias(sub, value)
+        out[f.alias or key] = value
+    return out
+
+
+class _ByAlias(PydanticBaseSettingsSource):
+    """One source's values keyed like the YAML file, so sources merge field by field.
+
+    The environment source keys by field name and the file by alias; unmerged, one
+    field would arrive under both keys and ``extra="forbid"`` would reject the override.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], inner: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self._inner = inner
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return _keyed_by_alias(self.settings_cls, self._inner())
 
 
 class Config(BaseSettings):
@@ -132,15 +166,17 @@ class Config(BaseSettings):
             raise ValueError(f"{v!r} is not a valid label value")
         return v
 
-    @model_validator(mode="after")
-    def _unique_workers(self) -> Config:
-        if not self.workers:
+    @field_validator("workers")
+    @classmethod
+    def _unique_workers(cls, v: list[Worker]) -> list[Worker]:
+        # A field validator, so the error is reported at ``workers``, not at the top level.
+        if not v:
             raise ValueError("at least one worker is required")
-        names = [w.name for w in self.workers]
+        names = [w.name for w in v]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"duplicate worker names: {', '.join(dupes)}")
-        return self
+        return v
 
     @classmethod
     def settings_customise_sources(
@@ -152,7 +188,7 @@ class Config(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Environment beats the file; explicit keyword arguments beat both.
-        return init_settings, env_settings, _YamlSource(settings_cls)
+        return tuple(_ByAlias(settings_cls, s) for s in (init_settings, env_settings, _YamlSource(settings_cls)))
 
     def worker(self, name: str) -> Worker | None:
         return next((w for w in self.workers if w.name == name), None)

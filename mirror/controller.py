@@ -50,6 +50,7 @@ class MirrorController:
         self.leading = not cfg.leader_election.enabled
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
+        self.health_server: HealthServer | None = None
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -132,7 +133,8 @@ class MirrorController:
         await self.connect()
         server = None
         if health and self.cfg.metrics_address:
-            server = HealthServer(self.cfg.metrics_address, liveness=self.liveness, readiness=self.readiness)
+            server = self.health_server = HealthServer(self.cfg.metrics_address, liveness=self.liveness,
+                                                       readiness=self.readiness)
             await server.start()
         try:
             if self.cfg.leader_election.enabled:
@@ -166,6 +168,8 @@ class MirrorController:
         await asyncio.wait({election, waiter}, return_when=asyncio.FIRST_COMPLETED)
         for t in (election, waiter):
             t.cancel()
+        if election.done() and not election.cancelled() and election.exception() is not None:
+            raise RuntimeError(f"leader election failed: {election.exception()!r}") from election.exception()
 
     async def shutdown(self) -> None:
         if self._stopping.is_set():

@@ -116,7 +116,7 @@ class Reconciler:
         # re-dispatch raced. They are ours (origin uid matches): delete them.
         for name, c in copies.items():
             if name != placement.worker:
-                await self._delete_remote(self.workers[name], c, "stale")
+                await self._delete_remote(job, self.workers[name], c, "stale")
 
         job = await self._ensure_finalizer(job)
         if placement.worker is None:
@@ -282,7 +282,7 @@ class Reconciler:
             f"create for this Job (labels {md.get('labels') or {}}); it is left untouched",
         )
 
-    async def _delete_remote(self, worker: WorkerCluster, remote: Obj, reason: str) -> bool:
+    async def _delete_remote(self, job: Obj, worker: WorkerCluster, remote: Obj, reason: str) -> bool:
         """Delete one of our copies (background propagation: its pods go too). True when gone."""
         if not worker.healthy:
             return False
@@ -297,7 +297,8 @@ class Reconciler:
                 return True
             raise
         metrics.REMOTE_DELETES.labels(worker.name, reason).inc()
-        log.info("deleted remote %s/%s on %s (%s)", md["namespace"], md["name"], worker.name, reason)
+        self.recorder.event(job, NORMAL, "RemoteDeleted",
+                            f"deleted {md['namespace']}/{md['name']} on worker {worker.name} ({reason})")
         return True
 
     # -- manager writes -------------------------------------------------------------------
@@ -328,7 +329,7 @@ class Reconciler:
         reason = "deleted" if job["metadata"].get("deletionTimestamp") else "finished"
         all_gone = True
         for name, c in copies.items():
-            all_gone &= await self._delete_remote(self.workers[name], c, reason)
+            all_gone &= await self._delete_remote(job, self.workers[name], c, reason)
         placement = self._placement(job)
         pw = self.workers.get(placement.worker or "")
         if pw is not None and pw.name not in copies:
@@ -344,7 +345,7 @@ class Reconciler:
                         raise
                 else:
                     if is_our_copy(remote, origin=self.cfg.origin, manager_uid=uid):
-                        all_gone &= await self._delete_remote(pw, remote, reason)
+                        all_gone &= await self._delete_remote(job, pw, remote, reason)
         if not all_gone:
             return min(self.cfg.resync_period, 5.0)
         for tracked in (*self._pending.values(), *self._attempted.values()):

@@ -86,7 +86,9 @@ class MirrorEnv:
         ctrl = MirrorController(cfg or self.config)
         task = asyncio.create_task(ctrl.run(health=False))
         self.controllers.append((ctrl, task))
-        await asyncio.sleep(0)
+        await asyncio.sleep(0.05)
+        if task.done():  # a controller that dies at start must fail the test, not hide
+            task.result()
         return ctrl
 
     async def stop(self, ctrl: MirrorController | None = None) -> None:
