@@ -148,7 +148,7 @@ class Config(BaseSettings):
     health_probe_interval: float = Field(5.0, gt=0)
     workers_concurrency: int = Field(16, ge=1)
     metrics_address: str = ":8080"
-    leader_election: LeaderElection = Field(default_factory=LeaderElection)
+    leader_election: LeaderElection = Field(default_factory=lambda: LeaderElection())
 
     @field_validator("controller_name")
     @classmethod
