@@ -11,7 +11,7 @@ import contextvars
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -65,9 +65,9 @@ class LeaderElection(_Model):
     namespace: str = "jobmirror-system"
     lease_name: str = "jobmirror-controller"
     # kubernetes_asyncio's election loop needs whole seconds of at least 1.
-    lease_duration: int = Field(15, ge=1)
-    renew_deadline: int = Field(10, ge=1)
-    retry_period: int = Field(2, ge=1)
+    lease_duration: Annotated[int, Field(ge=1)] = 15
+    renew_deadline: Annotated[int, Field(ge=1)] = 10
+    retry_period: Annotated[int, Field(ge=1)] = 2
 
     @model_validator(mode="after")
     def _timings(self) -> LeaderElection:
@@ -148,7 +148,7 @@ class Config(BaseSettings):
     health_probe_interval: float = Field(5.0, gt=0)
     workers_concurrency: int = Field(16, ge=1)
     metrics_address: str = ":8080"
-    leader_election: LeaderElection = Field(default_factory=lambda: LeaderElection())
+    leader_election: LeaderElection = Field(default_factory=LeaderElection)
 
     @field_validator("controller_name")
     @classmethod
