@@ -1,0 +1,51 @@
+# syntax=docker/dockerfile:1
+#
+# jobmirror image: the mirror controller (entry point `jobmirror`), and the builtin Job
+# controller from the same image (`command: ["jobmirror-builtin", ...]` in a Pod spec,
+# `docker run --entrypoint jobmirror-builtin ...`).
+#
+#   docker build -t jobmirror:dev .
+#
+# Two stages: the builder installs the package and its dependencies into a venv
+# (wheels only, nothing is compiled); the final stage is the same slim Python base
+# plus that venv, a non-root user and no pip, compilers or source tree.
+
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+RUN python -m venv /opt/venv
+WORKDIR /src
+# Dependencies first, in their own layer: rebuilt only when pyproject.toml changes.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/requirements.txt \
+ && /opt/venv/bin/pip install --no-cache-dir -r /tmp/requirements.txt
+# Only the packages the controllers import (not tests, the cluster bed or benchmarks).
+COPY mirror ./mirror
+COPY builtin_controller ./builtin_controller
+COPY kruntime ./kruntime
+RUN /opt/venv/bin/pip install --no-cache-dir --no-deps . \
+ && /opt/venv/bin/python -m pip uninstall -y pip setuptools \
+ && rm -f /opt/venv/bin/jobmirror-bed \
+ && /opt/venv/bin/jobmirror --help > /dev/null \
+ && /opt/venv/bin/jobmirror-builtin --help > /dev/null
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="jobmirror" \
+      org.opencontainers.image.description="Mirror batch/v1 Jobs claimed through spec.managedBy into worker clusters"
+# A fixed numeric non-root user, so the kubelet can verify runAsNonRoot; no home, no shell.
+RUN python -m pip uninstall -y pip setuptools wheel \
+ && groupadd --system --gid 65532 jobmirror \
+ && useradd --system --uid 65532 --gid 65532 --home-dir /nonexistent --no-create-home \
+        --shell /usr/sbin/nologin jobmirror
+COPY --from=builder /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1
+USER 65532:65532
+WORKDIR /
+EXPOSE 8080
+ENTRYPOINT ["jobmirror"]
+CMD ["run", "--config", "/etc/jobmirror/config/config.yaml"]
