@@ -1,4 +1,4 @@
-.PHONY: test unit demo bed-up bed-down bench e2e lint
+.PHONY: test unit demo bench e2e e2e-kind lint
 
 # The README's two commands.
 demo:
@@ -15,6 +15,10 @@ e2e:
 
 lint:
 	.venv/bin/ruff check . && .venv/bin/mypy
+	if command -v shellcheck >/dev/null; then shellcheck scripts/*.sh e2e/kind/run.sh deploy/worker/make-kubeconfig.sh; fi
 
 bench:
 	bash scripts/bootstrap.sh && .venv/bin/python -m bench $(ARGS)
+
+e2e-kind:
+	bash e2e/kind/run.sh $(ARGS)
