@@ -216,3 +216,59 @@ async def test_lost_worker_redispatch_and_stale_copy_removed(client_for: ClientF
             return await env.get("moved", w1_client) is None
 
         await wait_for(stale_removed, timeout=60, what="stale copy on returned worker-1 deleted")
+
+
+@pytest.mark.chaos
+async def test_cleanup_on_an_unreachable_worker_is_retried_until_it_succeeds(
+    client_for: ClientFor, cluster: ClusterFn, ns: str
+) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        created = await env.create(make_job("gone", duration_ms=60000, annotations={ANNOTATION_PIN: "worker-2"}))
+        uid = created["metadata"]["uid"]
+        copies = await wait_for(lambda: env.copies(uid), timeout=30, what="copy on worker-2")
+        remote_uid = copies["worker-2"]["metadata"]["uid"]
+        w2 = env.clusters["worker-2"]
+        w2.stop()
+        try:
+            await env.manager.delete(JOBS, ns, "gone")
+            await asyncio.sleep(6)
+            # The finalizer holds the manager Job while its copy cannot be deleted.
+            held = await env.get("gone")
+            assert held is not None and held["metadata"].get("deletionTimestamp")
+            assert FINALIZER in held["metadata"]["finalizers"]
+        finally:
+            w2.start()
+        await env.wait_gone("gone", timeout=60)
+        after = await env.get("gone", env.workers["worker-2"])
+        assert after is None or after["metadata"]["uid"] != remote_uid
+
+
+@pytest.mark.integration
+async def test_manager_listed_as_its_own_worker_gets_a_derived_copy_name(
+    client_for: ClientFor, cluster: ClusterFn, ns: str
+) -> None:
+    """KEP-4368 Story 1: the manager cluster is also a worker; the copy cannot share the name."""
+    from tests.conftest import MANAGER
+
+    async with mirror_env(client_for, cluster, ns, workers=(MANAGER,)) as env:
+        await env.start()
+        created = await env.create(make_job("self"))
+        uid = created["metadata"]["uid"]
+        copies = await wait_for(lambda: env.copies(uid), timeout=30, what="copy in the manager cluster")
+        remote = copies["manager"]
+        rname = remote["metadata"]["name"]
+        assert rname != "self" and rname.startswith("self-jm-")
+        j = await env.get("self")
+        assert j is not None
+        assert j["metadata"]["annotations"]["jobmirror.dev/remote-name"] == rname
+        assert "managedBy" not in remote["spec"]
+        # the copy (no managedBy) is run by the manager's own kcm: its pod shows up as active
+        async def active() -> bool:
+            m = await env.get("self")
+            return bool(m and (m.get("status") or {}).get("active"))
+
+        await wait_for(active, timeout=30, what="manager mirrors the copy's active pod")
+        await env.manager.delete(JOBS, ns, "self")
+        await env.wait_gone("self")
+        assert await env.get(rname) is None
