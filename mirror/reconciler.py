@@ -364,7 +364,9 @@ class Reconciler:
         except ApiError as exc:
             if exc.conflict:
                 metrics.STATUS_WRITES.labels("conflict").inc()
-            elif exc.invalid:
+            elif exc.invalid or exc.status == 403:
+                # Validation or an admission policy said no: retrying as is will not help by
+                # itself, so say it loudly (event + metric); the backoff retry picks up fixes.
                 metrics.STATUS_WRITES.labels("rejected").inc()
                 self.recorder.event(job, WARNING, "StatusRejected", f"manager API server rejected the mirrored "
                                     f"status: {exc.message}")

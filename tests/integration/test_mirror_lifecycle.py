@@ -221,3 +221,46 @@ async def test_foreign_managed_by_is_never_touched(client_for: ClientFor, cluste
         assert ANNOTATION_CLUSTER not in (other["metadata"].get("annotations") or {})
         for c in env.workers.values():
             assert await env.get("other", c) is None
+
+
+async def test_rejected_status_write_is_evented_counted_and_retried(client_for: ClientFor, cluster: ClusterFn,
+                                                                    ns: str) -> None:
+    """An admission policy on the manager refuses our status write: event + metric, then the
+    retry with backoff lands it once the policy is gone. Never a silent stall."""
+    from kruntime.resources import Resource
+    from mirror import metrics
+
+    vap = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+                   "ValidatingAdmissionPolicy", namespaced=False)
+    binding = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+                       "ValidatingAdmissionPolicyBinding", namespaced=False)
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.manager.create(vap, None, {
+            "metadata": {"name": f"deny-{ns}"},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [{"apiGroups": ["batch"], "apiVersions": ["v1"],
+                                                        "operations": ["UPDATE"], "resources": ["jobs/status"]}]},
+                "validations": [{"expression": "!has(object.status.succeeded) || object.status.succeeded < 1",
+                                 "message": "test policy refuses success", "reason": "Invalid"}],
+            },
+        })
+        await env.manager.create(binding, None, {
+            "metadata": {"name": f"deny-{ns}"},
+            "spec": {"policyName": f"deny-{ns}", "validationActions": ["Deny"],
+                     "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}},
+        })
+        try:
+            await asyncio.sleep(2)  # policies take effect asynchronously
+            before = metrics.STATUS_WRITES.labels("rejected")._value.get()
+            await env.start()
+            await env.create(make_job("refused"))
+            ev = await env.wait_event("refused", "StatusRejected", timeout=60)
+            assert "test policy refuses success" in ev["message"]
+            assert metrics.STATUS_WRITES.labels("rejected")._value.get() > before
+            assert cond(await env.get("refused"), "Complete") is None
+        finally:
+            await env.manager.delete(binding, None, f"deny-{ns}")
+            await env.manager.delete(vap, None, f"deny-{ns}")
+        done = await env.wait_condition("refused", "Complete", timeout=90)
+        assert done["status"]["succeeded"] == 1
