@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -41,8 +40,9 @@ from typing import Any, cast
 import aiohttp
 import yaml
 
-from kruntime.client import ApiError, ClusterClient
-from kruntime.resources import JOBS, LEASES, NAMESPACES, Obj, Resource
+from kruntime.client import ClusterClient
+from kruntime.resources import JOBS, LEASES, Obj, Resource
+from kruntime.waiting import get_or_none, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -147,42 +147,6 @@ async def token_client(admin: ClusterClient, admin_kubeconfig: Path, dest: Path,
 
 
 # -- small API helpers ----------------------------------------------------------------------
-
-
-async def wait_for(probe: Callable[[], Awaitable[Any]], *, timeout: float = 60, interval: float = 0.25,
-                   what: str = "condition") -> Any:
-    """Poll ``probe`` until it returns a truthy value; fail naming ``what`` and the last value seen."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = await probe()
-        except ApiError as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last value: {last!r}"[:4000])
-        await asyncio.sleep(interval)
-
-
-async def ensure_namespace(client: ClusterClient, name: str, labels: dict[str, str] | None = None) -> None:
-    body: Obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
-    try:
-        await client.create(NAMESPACES, None, body)
-    except ApiError as exc:
-        if not exc.already_exists:
-            raise
-
-
-async def get_or_none(client: ClusterClient, res: Resource, ns: str | None, name: str) -> Obj | None:
-    try:
-        return await client.get(res, ns, name)
-    except ApiError as exc:
-        if exc.not_found:
-            return None
-        raise
 
 
 def conditions(job: Obj) -> dict[str, Obj]:

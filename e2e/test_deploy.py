@@ -29,12 +29,11 @@ from e2e.harness import (
     SYSTEM_NS,
     WORKER_USER,
     E2EEnv,
-    ensure_namespace,
     job_manifest,
-    wait_for,
 )
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, NAMESPACES, Obj, Resource
+from kruntime.waiting import ensure_namespace, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -24,15 +24,13 @@ from e2e.harness import (
     E2EEnv,
     condition_true,
     conditions,
-    ensure_namespace,
-    get_or_none,
     job_manifest,
     parse_intervals,
     remote_copies,
-    wait_for,
 )
 from kruntime.client import ApiError
 from kruntime.resources import EVENTS, JOBS, NAMESPACES, Obj
+from kruntime.waiting import ensure_namespace, get_or_none, wait_for
 
 pytestmark = pytest.mark.e2e
 

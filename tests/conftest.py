@@ -10,13 +10,12 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
 
 import pytest
 
 from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster
-from kruntime.client import ApiError, ClusterClient
-from kruntime.resources import NAMESPACES
+from kruntime.client import ClusterClient
+from kruntime.waiting import ensure_namespace, wait_for
 
 CLUSTER_MARKERS = {"integration", "conformance", "e2e", "chaos"}
 
@@ -61,37 +60,10 @@ async def client_for(cluster: Callable[[ClusterSpec], LocalCluster]) -> AsyncIte
         await c.close()
 
 
-async def ensure_namespace(client: ClusterClient, name: str) -> None:
-    try:
-        await client.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    except ApiError as exc:
-        if not exc.already_exists:
-            raise
-
-
 @pytest.fixture
 def ns() -> str:
     """A unique namespace name for this test; create it where needed with ensure_namespace."""
     return f"t-{uuid.uuid4().hex[:10]}"
-
-
-async def wait_for(
-    probe: Callable[[], Awaitable[Any]], *, timeout: float = 60, interval: float = 0.2, what: str = "condition"
-) -> Any:
-    """Poll ``probe`` until it returns a truthy value; fail naming ``what`` and the last value."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = await probe()
-        except ApiError as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}"[:3000])
-        await asyncio.sleep(interval)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -101,3 +73,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if CLUSTER_MARKERS & {m.name for m in item.iter_markers()}:
                 item.add_marker(skip)
+
+
+__all__ = ["ensure_namespace", "wait_for"]
