@@ -146,7 +146,7 @@ class Config(BaseSettings):
     burst: int = 400
     request_timeout: float = Field(10.0, gt=0)
     health_probe_interval: float = Field(5.0, gt=0)
-    workers_concurrency: int = Field(16, ge=1)
+    workers_concurrency: int = Field(32, ge=1)
     metrics_address: str = ":8080"
     leader_election: LeaderElection = Field(default_factory=LeaderElection)
 

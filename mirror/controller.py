@@ -64,8 +64,10 @@ class MirrorController:
             client = await ClusterClient.from_kubeconfig(wcfg.name, wcfg.kubeconfig, context=wcfg.context,
                                                          qps=wcfg.qps, burst=wcfg.burst, timeout=cfg.request_timeout,
                                                          field_manager=FIELD_MANAGER)
+            # Each worker may hold at most 3/4 of the reconcile slots: a hung one cannot stall the rest.
             self.workers[wcfg.name] = WorkerCluster(wcfg, client, origin=cfg.origin,
-                                                    probe_interval=cfg.health_probe_interval)
+                                                    probe_interval=cfg.health_probe_interval,
+                                                    max_in_flight=max(2, cfg.workers_concurrency * 3 // 4))
         manager_id = await _cluster_identity(self.manager)
         for w in self.workers.values():
             if manager_id and await _cluster_identity(w.client) == manager_id:

@@ -9,6 +9,7 @@ same worker and never creates a second copy elsewhere.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -95,7 +96,17 @@ class Reconciler:
         if job is None or not claims(job, self.cfg):
             return None
         with metrics.SYNC_LATENCY.time():
-            return await self._reconcile(job)
+            try:
+                return await self._reconcile(job)
+            except WorkerBusy:
+                return 0.5  # not a failure: that worker's share of slots is taken; no backoff growth
+            except ApiError as exc:
+                metrics.RECONCILE_ERRORS.labels("conflict" if exc.conflict else
+                                                "transport" if exc.status == 0 else f"http_{exc.status}").inc()
+                raise
+            except StatusRejected:
+                metrics.RECONCILE_ERRORS.labels("status_rejected").inc()
+                raise
 
     async def _reconcile(self, job: Obj) -> float | None:
         uid = job["metadata"]["uid"]
@@ -118,15 +129,17 @@ class Reconciler:
             if name != placement.worker:
                 await self._delete_remote(job, self.workers[name], c, "stale")
 
-        job = await self._ensure_finalizer(job)
         if placement.worker is None:
             if job.get("spec", {}).get("suspend"):
+                job = await self._ensure_finalizer(job)
                 await self._write_status(job, None)  # Suspended=True, by us; no copy yet
                 return self.cfg.resync_period
+            # One write records both the finalizer and the placement.
             job, placement = await self._place(job, exclude=None)
             if placement.worker is None:
                 return self.cfg.resync_period
 
+        job = await self._ensure_finalizer(job)  # a no-op unless someone removed it
         worker = self.workers.get(placement.worker)
         if worker is None or not worker.healthy:
             return await self._handle_unhealthy(job, placement, worker)
@@ -173,10 +186,14 @@ class Reconciler:
         name = job["metadata"]["name"]
         remote_name = derived_remote_name(name, self.cfg.origin) if w.is_manager else name
         md = job["metadata"]
-        patched = await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
+        meta_patch: Obj = {
             "resourceVersion": md["resourceVersion"],
             "annotations": {ANNOTATION_CLUSTER: chosen, ANNOTATION_REMOTE_NAME: remote_name},
-        }})
+        }
+        fins = md.get("finalizers") or []
+        if FINALIZER not in fins:
+            meta_patch["finalizers"] = [*fins, FINALIZER]
+        patched = await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": meta_patch})
         return patched, Placement(chosen, remote_name)
 
     def _never_sent(self, job: Obj, worker: WorkerCluster) -> bool:
@@ -219,20 +236,32 @@ class Reconciler:
     # -- remote copy ----------------------------------------------------------------------
 
     async def _remote_call(self, worker: WorkerCluster, coro: Coroutine[Any, Any, T]) -> T:
-        if worker.in_flight.locked():
+        try:
+            async with asyncio.timeout(1.0):
+                await worker.in_flight.acquire()
+        except TimeoutError:
             coro.close()
-            raise WorkerBusy(worker.name)
-        async with worker.in_flight:
+            raise WorkerBusy(worker.name) from None
+        try:
             return await coro
+        except ApiError as exc:
+            if exc.status == 0:
+                worker.mark_suspect(str(exc))  # a timed-out call is evidence enough: stop placing there
+            raise
+        finally:
+            worker.in_flight.release()
 
     async def _find_or_create(self, job: Obj, worker: WorkerCluster, placement: Placement) -> Obj | None:
         ns = job["metadata"]["namespace"]
-        try:
-            # The cache can lag our own create by a few milliseconds: ask the server.
-            return await self._remote_call(worker, worker.client.get(JOBS, ns, placement.remote_name))
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
+        uid = job["metadata"]["uid"]
+        if uid in self._attempted[worker.name] or not worker.informer.synced.is_set():
+            # We may have created it a moment ago (the cache lags) or cannot trust the cache:
+            # ask the server. Otherwise the synced cache is authoritative and we save a call.
+            try:
+                return await self._remote_call(worker, worker.client.get(JOBS, ns, placement.remote_name))
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
         if job.get("spec", {}).get("suspend"):
             await self._write_status(job, None)
             return None

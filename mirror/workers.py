@@ -110,6 +110,11 @@ class WorkerCluster:
                     "healthy" if now_healthy else "UNHEALTHY", f": {self.last_error}" if self.last_error else "")
         metrics.WORKER_UP.labels(self.name).set(1 if now_healthy else 0)
 
+    def mark_suspect(self, error: str) -> None:
+        """A real call failed at the transport level: unhealthy until the next good probe."""
+        if self.probe_ok:
+            self._set_health(False, error)
+
     async def probe_once(self) -> None:
         def before_sleep(state: RetryCallState) -> None:
             metrics.HEALTH_PROBE_FAILURES.labels(self.name).inc()
