@@ -246,15 +246,35 @@ class ClusterBed:
         _log(f"creating cluster {spec.name} (Kubernetes v{spec.kube_version}, controller-manager="
              f"{spec.controller_manager}, job-controller={spec.job_controller}, nodes={spec.nodes})")
         start = time.monotonic()
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             [str(b.kwokctl), *self._kwokctl_create_args(spec, wait)],
             env={**self._env(), "KWOK_KUBE_VERSION": f"v{spec.kube_version}"},
-            capture_output=True, text=True, timeout=600,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         self.clusters[spec.name] = cluster
+        # kwokctl 0.7 exits 0 even when the API server never comes up (after a fixed 2-minute
+        # wait), so watch the control plane ourselves and give up as soon as it has died.
+        died: str | None = None
+        while True:
+            try:
+                _, stderr = proc.communicate(timeout=1)
+                break
+            except subprocess.TimeoutExpired:
+                died = next((c for c in ("etcd", "kube-apiserver")
+                             if (pid := cluster.pid(c)) is not None and not _alive(pid)), None)
+                if died or time.monotonic() - start > 600:
+                    proc.kill()
+                    _, stderr = proc.communicate()
+                    break
         try:
+            if died:
+                raise BedError(f"{died} exited during start")
             if proc.returncode != 0:
-                raise BedError(f"kwokctl create cluster exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+                raise BedError(f"kwokctl create cluster exited {proc.returncode}:\n{stderr[-3000:]}")
+            ready = cluster.kubectl("get", "--raw", "/readyz", check=False)
+            if ready.returncode != 0:
+                raise BedError(f"kube-apiserver not ready after kwokctl create: {ready.stderr.strip()[-500:]}\n"
+                               f"{stderr[-2000:]}")
             if spec.nodes:
                 self.kwokctl("scale", "node", "--replicas", str(spec.nodes), "--name", spec.name)
         except (BedError, subprocess.TimeoutExpired) as exc:
@@ -310,6 +330,15 @@ class ClusterBed:
 
     def describe(self) -> str:
         return json.dumps({n: str(c.kubeconfig) for n, c in self.clusters.items()}, indent=2)
+
+
+def _alive(pid: int) -> bool:
+    """Running (not exited, not a zombie nobody has reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
 
 
 def _kill_if_alive(pid: int) -> None:

@@ -1,0 +1,377 @@
+"""Table tests for mirror/remote_copy.py: the worker-side copy, the spec patch, ownership."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from mirror.naming import (
+    ANNOTATION_CLUSTER,
+    ANNOTATION_ORIGIN_JOB,
+    ANNOTATION_PIN,
+    ANNOTATION_REMOTE_NAME,
+    LABEL_ORIGIN,
+    LABEL_ORIGIN_UID,
+)
+from mirror.remote_copy import build_remote_copy, is_our_copy, spec_patch
+
+UID = "0b5c6f0e-1111-2222-3333-444455556666"
+ORIGIN = "mgr-a"
+GENERATED = {
+    "controller-uid": UID,
+    "batch.kubernetes.io/controller-uid": UID,
+    "job-name": "train",
+    "batch.kubernetes.io/job-name": "train",
+}
+
+
+def manager_job() -> dict[str, Any]:
+    """A claimed Job as the manager's API server returns it, with fields no code here knows."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "train",
+            "namespace": "team-a",
+            "uid": UID,
+            "resourceVersion": "4711",
+            "generation": 3,
+            "creationTimestamp": "2026-11-23T10:00:00Z",
+            "managedFields": [{"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1"}],
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "cj-1",
+                                 "controller": True}],
+            "finalizers": ["jobmirror.dev/cleanup"],
+            "labels": {"app": "train", "team": "a", "controller-uid": UID, "batch.kubernetes.io/controller-uid": UID},
+            "annotations": {
+                "team.example.com/owner": "alice",
+                ANNOTATION_CLUSTER: "worker-1",
+                ANNOTATION_REMOTE_NAME: "train",
+                ANNOTATION_PIN: "worker-1",
+                "kubectl.kubernetes.io/last-applied-configuration": '{"kind":"Job"}',
+            },
+            "futureMetadataField": {"x": [1, 2]},
+        },
+        "spec": {
+            "managedBy": "jobmirror.dev/controller",
+            "parallelism": 2,
+            "completions": 4,
+            "backoffLimit": 3,
+            "completionMode": "NonIndexed",
+            "podReplacementPolicy": "TerminatingOrFailed",
+            "ttlSecondsAfterFinished": 600,
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": UID}},
+            "futureSpecField": {"nested": [{"deep": True}]},
+            "template": {
+                "metadata": {
+                    "labels": {"app": "train", **GENERATED},
+                    "annotations": {"sidecar.example.com/inject": "false"},
+                    "futureTemplateMetaField": "kept",
+                },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox", "futureContainerField": 7}],
+                    "futurePodField": {"a": "b"},
+                },
+            },
+        },
+        "status": {"active": 2, "startTime": "2026-11-23T10:00:05Z", "ready": 1},
+    }
+
+
+def expected_copy(remote_name: str = "train") -> dict[str, Any]:
+    """The complete copy: everything the user wrote, nothing manager-only, origin marks added."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": remote_name,
+            "namespace": "team-a",
+            "labels": {"app": "train", "team": "a", LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID},
+            "annotations": {"team.example.com/owner": "alice", ANNOTATION_ORIGIN_JOB: "team-a/train"},
+            "futureMetadataField": {"x": [1, 2]},
+        },
+        "spec": {
+            "parallelism": 2,
+            "completions": 4,
+            "backoffLimit": 3,
+            "completionMode": "NonIndexed",
+            "podReplacementPolicy": "TerminatingOrFailed",
+            "futureSpecField": {"nested": [{"deep": True}]},
+            "template": {
+                "metadata": {
+                    "labels": {"app": "train"},
+                    "annotations": {"sidecar.example.com/inject": "false"},
+                    "futureTemplateMetaField": "kept",
+                },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox", "futureContainerField": 7}],
+                    "futurePodField": {"a": "b"},
+                },
+            },
+        },
+    }
+
+
+def build(job: dict[str, Any] | None = None, remote_name: str = "train") -> dict[str, Any]:
+    return build_remote_copy(job if job is not None else manager_job(), origin=ORIGIN, remote_name=remote_name)
+
+
+# -- build_remote_copy --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("remote_name", ["train", "train-jm-1a2b3c4d"], ids=["same-name", "derived-name"])
+def test_copy_is_exactly_the_user_job_without_manager_only_fields(remote_name: str) -> None:
+    assert build(remote_name=remote_name) == expected_copy(remote_name)
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "ownerReferences", "finalizers",
+     "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"],
+)
+def test_manager_only_metadata_is_dropped(field: str) -> None:
+    job = manager_job()
+    job["metadata"].setdefault(field, "2026-11-23T11:00:00Z" if "Timestamp" in field else 30)
+    assert field in job["metadata"]
+    assert field not in build(job)["metadata"]
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        (("status",), "the worker writes its own status"),
+        (("spec", "managedBy"), "the worker's Job controller must run the copy"),
+        (("spec", "ttlSecondsAfterFinished"), "a worker TTL could delete the copy before its status is mirrored"),
+        (("spec", "selector"), "the worker generates its own selector"),
+    ],
+    ids=["status", "managedBy", "ttlSecondsAfterFinished", "generated-selector"],
+)
+def test_fields_the_worker_must_not_see_are_dropped(path: tuple[str, ...], why: str) -> None:
+    out = build()
+    parent = out
+    for p in path[:-1]:
+        parent = parent[p]
+    assert path[-1] not in parent, why
+
+
+@pytest.mark.parametrize("label", sorted(GENERATED))
+def test_generated_template_labels_are_dropped(label: str) -> None:
+    assert label not in build()["spec"]["template"]["metadata"]["labels"]
+
+
+@pytest.mark.parametrize("label", ["controller-uid", "batch.kubernetes.io/controller-uid"])
+def test_controller_uid_labels_are_dropped_from_job_metadata(label: str) -> None:
+    assert label not in build()["metadata"]["labels"]
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME, ANNOTATION_PIN, "kubectl.kubernetes.io/last-applied-configuration"],
+)
+def test_our_manager_annotations_do_not_travel(annotation: str) -> None:
+    assert annotation not in build()["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("metadata", "namespace"), "team-a"),
+        (("metadata", "labels", "app"), "train"),
+        (("metadata", "labels", "team"), "a"),
+        (("metadata", "annotations", "team.example.com/owner"), "alice"),
+        (("metadata", "futureMetadataField"), {"x": [1, 2]}),
+        (("spec", "futureSpecField"), {"nested": [{"deep": True}]}),
+        (("spec", "podReplacementPolicy"), "TerminatingOrFailed"),
+        (("spec", "template", "metadata", "futureTemplateMetaField"), "kept"),
+        (("spec", "template", "metadata", "labels", "app"), "train"),
+        (("spec", "template", "spec", "futurePodField"), {"a": "b"}),
+        (("spec", "template", "spec", "containers", 0, "futureContainerField"), 7),
+    ],
+    ids=["namespace", "user-label-app", "user-label-team", "user-annotation", "unknown-metadata", "unknown-spec",
+         "newer-spec-field", "unknown-template-metadata", "user-template-label", "unknown-pod-field",
+         "unknown-container-field"],
+)
+def test_user_and_unknown_fields_travel_untouched(path: tuple[str | int, ...], value: Any) -> None:
+    node: Any = build()
+    for p in path:
+        node = node[p]
+    assert node == value
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "value"),
+    [
+        ("labels", LABEL_ORIGIN, ORIGIN),
+        ("labels", LABEL_ORIGIN_UID, UID),
+        ("annotations", ANNOTATION_ORIGIN_JOB, "team-a/train"),
+    ],
+    ids=["origin", "origin-uid", "origin-job"],
+)
+def test_origin_marks_are_added(where: str, key: str, value: str) -> None:
+    assert build()["metadata"][where][key] == value
+
+
+@pytest.mark.parametrize(
+    "strip",
+    [("metadata", "labels"), ("metadata", "annotations"), ("spec", "template", "metadata")],
+    ids=["no-labels", "no-annotations", "no-template-metadata"],
+)
+def test_sparse_jobs_still_get_origin_marks(strip: tuple[str, ...]) -> None:
+    job = manager_job()
+    parent = job
+    for p in strip[:-1]:
+        parent = parent[p]
+    del parent[strip[-1]]
+    out = build(job)
+    assert out["metadata"]["labels"][LABEL_ORIGIN] == ORIGIN
+    assert out["metadata"]["labels"][LABEL_ORIGIN_UID] == UID
+    assert out["metadata"]["annotations"][ANNOTATION_ORIGIN_JOB] == "team-a/train"
+    assert "selector" not in out["spec"] and "managedBy" not in out["spec"]
+
+
+@pytest.mark.parametrize(
+    ("selector_labels", "template_labels"),
+    [
+        ({"app": "adoptee"}, {"app": "adoptee"}),
+        # The documented way to re-create a Job that adopts the old pods selects on controller-uid.
+        ({"batch.kubernetes.io/controller-uid": "old-uid"},
+         {"batch.kubernetes.io/controller-uid": "old-uid", "job-name": "old"}),
+    ],
+    ids=["user-label", "controller-uid-label"],
+)
+def test_manual_selector_keeps_selector_and_template_labels(selector_labels: dict[str, str],
+                                                            template_labels: dict[str, str]) -> None:
+    job = manager_job()
+    job["spec"]["manualSelector"] = True
+    job["spec"]["selector"] = {"matchLabels": dict(selector_labels)}
+    job["spec"]["template"]["metadata"]["labels"] = dict(template_labels)
+    out = build(job)
+    assert out["spec"]["manualSelector"] is True
+    assert out["spec"]["selector"] == {"matchLabels": selector_labels}
+    assert out["spec"]["template"]["metadata"]["labels"] == template_labels
+    # The worker's API server insists that the selector matches the template.
+    for k, v in out["spec"]["selector"]["matchLabels"].items():
+        assert out["spec"]["template"]["metadata"]["labels"].get(k) == v
+
+
+def test_input_is_not_mutated_and_output_shares_nothing() -> None:
+    job = manager_job()
+    before = copy.deepcopy(job)
+    out = build(job)
+    assert job == before
+    # Mutating the copy at every nesting level must not reach the manager object.
+    out["metadata"]["labels"]["x"] = "y"
+    out["metadata"]["annotations"]["x"] = "y"
+    out["metadata"]["futureMetadataField"]["x"].append(3)
+    out["spec"]["futureSpecField"]["nested"][0]["deep"] = False
+    out["spec"]["template"]["metadata"]["labels"]["x"] = "y"
+    out["spec"]["template"]["spec"]["containers"][0]["image"] = "other"
+    assert job == before
+
+
+# -- spec_patch ---------------------------------------------------------------------------
+
+BASE = {"parallelism": 2, "completions": 4, "backoffLimit": 3, "template": {"spec": {"restartPolicy": "Never"}}}
+IDX = {"completionMode": "Indexed", "completions": 3, "parallelism": 3}
+
+
+def _spec(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    s = copy.deepcopy(base)
+    for k, v in changes.items():
+        if v is None:
+            s.pop(k, None)
+        else:
+            s[k] = v
+    return s
+
+
+@pytest.mark.parametrize(
+    ("manager", "remote", "expected"),
+    [
+        (BASE, BASE, None),
+        (_spec(BASE, suspend=False), BASE, None),
+        (BASE, _spec(BASE, suspend=False), None),
+        (_spec(BASE, suspend=True), BASE, {"suspend": True}),
+        (_spec(BASE, suspend=True), _spec(BASE, suspend=False), {"suspend": True}),
+        (_spec(BASE, suspend=False), _spec(BASE, suspend=True), {"suspend": False}),
+        (BASE, _spec(BASE, suspend=True), {"suspend": False}),
+        (_spec(BASE, parallelism=5), BASE, {"parallelism": 5}),
+        (_spec(BASE, parallelism=0), BASE, {"parallelism": 0}),
+        (_spec(BASE, activeDeadlineSeconds=60), BASE, {"activeDeadlineSeconds": 60}),
+        (_spec(BASE, activeDeadlineSeconds=30), _spec(BASE, activeDeadlineSeconds=60), {"activeDeadlineSeconds": 30}),
+        (BASE, _spec(BASE, activeDeadlineSeconds=60), {"activeDeadlineSeconds": None}),
+        (_spec(BASE, suspend=True, parallelism=1, activeDeadlineSeconds=9), BASE,
+         {"suspend": True, "parallelism": 1, "activeDeadlineSeconds": 9}),
+        # Immutable or unrelated differences never produce a patch.
+        (_spec(BASE, completions=9), BASE, None),
+        (_spec(BASE, backoffLimit=0), BASE, None),
+        (_spec(BASE, template={"spec": {"restartPolicy": "OnFailure"}}), BASE, None),
+        # Elastic Indexed Jobs: completions follows together with an equal parallelism.
+        (_spec(IDX, completions=5, parallelism=5), IDX, {"completions": 5, "parallelism": 5}),
+        (_spec(IDX, completions=1, parallelism=1), IDX, {"completions": 1, "parallelism": 1}),
+        (IDX, IDX, None),
+        # Indexed, completions differ but not in tandem with parallelism: not an elastic resize.
+        (_spec(IDX, completions=5), IDX, None),
+        (_spec(IDX, completions=5, parallelism=2), IDX, {"parallelism": 2}),
+        # NonIndexed completions never follow.
+        (_spec(BASE, completions=2, parallelism=2), _spec(BASE, completions=4, parallelism=2), None),
+    ],
+    ids=["equal", "suspend-false-vs-absent", "suspend-absent-vs-false", "suspend", "suspend-over-false", "resume",
+         "resume-absent", "parallelism-up", "parallelism-zero", "deadline-set", "deadline-changed",
+         "deadline-removed", "three-fields", "completions-nonindexed-ignored", "backoff-ignored",
+         "template-ignored", "elastic-up", "elastic-down", "indexed-equal", "indexed-not-tandem",
+         "indexed-parallelism-only", "nonindexed-completions-equal-parallelism"],
+)
+def test_spec_patch(manager: dict[str, Any], remote: dict[str, Any], expected: dict[str, Any] | None) -> None:
+    m, r = {"spec": copy.deepcopy(manager)}, {"spec": copy.deepcopy(remote)}
+    patch = spec_patch(m, r)
+    if expected is None:
+        assert patch is None
+        return
+    assert patch == {"spec": expected}
+    # Applying the merge patch makes the mutable fields agree: a second call finds nothing to do.
+    for k, v in expected.items():
+        if v is None:
+            r["spec"].pop(k, None)
+        else:
+            r["spec"][k] = v
+    assert spec_patch(m, r) is None
+    assert m == {"spec": manager}  # inputs untouched
+
+
+def test_spec_patch_tolerates_missing_spec() -> None:
+    assert spec_patch({}, {}) is None
+    assert spec_patch({"spec": {"suspend": True}}, {}) == {"spec": {"suspend": True}}
+
+
+# -- is_our_copy --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        ({LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID}, True),
+        ({LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID, "app": "x"}, True),
+        ({LABEL_ORIGIN: "other-manager", LABEL_ORIGIN_UID: UID}, False),
+        ({LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: "another-uid"}, False),
+        ({LABEL_ORIGIN: ORIGIN}, False),
+        ({LABEL_ORIGIN_UID: UID}, False),
+        ({}, False),
+        (None, False),
+    ],
+    ids=["ours", "ours-with-user-labels", "foreign-origin", "uid-mismatch", "no-uid", "no-origin", "no-labels",
+         "labels-null"],
+)
+def test_is_our_copy(labels: dict[str, str] | None, expected: bool) -> None:
+    remote = {"metadata": {"name": "train", "labels": labels}}
+    assert is_our_copy(remote, origin=ORIGIN, manager_uid=UID) is expected
+
+
+def test_a_built_copy_is_recognised_as_ours_only_for_its_manager() -> None:
+    out = build()
+    assert is_our_copy(out, origin=ORIGIN, manager_uid=UID)
+    assert not is_our_copy(out, origin=ORIGIN, manager_uid="x")
+    assert not is_our_copy(out, origin="other", manager_uid=UID)
