@@ -342,15 +342,15 @@ def _alive(pid: int) -> bool:
 
 
 def _kill_if_alive(pid: int) -> None:
-    try:
-        os.kill(pid, 0)
-    except OSError:
+    """SIGTERM, then SIGKILL after 5 s; a zombie (exited, not yet reaped) counts as gone."""
+    if not _alive(pid):
         return
     try:
         os.kill(pid, signal.SIGTERM)
         for _ in range(50):
             time.sleep(0.1)
-            os.kill(pid, 0)
+            if not _alive(pid):
+                return
         os.kill(pid, signal.SIGKILL)
     except OSError:
         pass
