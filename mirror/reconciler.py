@@ -326,6 +326,9 @@ class Reconciler:
                 return True
             raise
         metrics.REMOTE_DELETES.labels(worker.name, reason).inc()
+        uid = job["metadata"]["uid"]
+        self._attempted[worker.name].discard(uid)  # known gone: no need to ask the server again
+        self._pending[worker.name].discard(uid)
         self.recorder.event(job, NORMAL, "RemoteDeleted",
                             f"deleted {md['namespace']}/{md['name']} on worker {worker.name} ({reason})")
         return True
@@ -361,8 +364,10 @@ class Reconciler:
             all_gone &= await self._delete_remote(job, self.workers[name], c, reason)
         placement = self._placement(job)
         pw = self.workers.get(placement.worker or "")
-        if pw is not None and pw.name not in copies:
-            # Not in the cache (yet, or any more): confirm with the server before letting go.
+        trusted = pw is not None and pw.informer.synced.is_set() and uid not in self._attempted[pw.name]
+        if pw is not None and pw.name not in copies and not trusted:
+            # We sent a create there that the cache has not shown yet (or the cache is not
+            # synced): confirm with the server before letting go.
             if not pw.healthy:
                 all_gone = False
             else:

@@ -47,6 +47,8 @@ class WorkerCluster:
         self.is_manager = False
         self.informer = Informer(client, JOBS, label_selector=f"{LABEL_ORIGIN}={origin}")
         self._by_uid: dict[str, str] = {}
+        #: keys of copies not finished yet, kept incrementally: placement asks for the count per Job
+        self._unfinished: set[str] = set()
         self.informer.add_handler(self._index)
         self.probe_ok = False
         self.last_error: str | None = "not probed yet"
@@ -62,6 +64,10 @@ class WorkerCluster:
             ouid = (old.get("metadata", {}).get("labels") or {}).get(LABEL_ORIGIN_UID)
             if ouid and self._by_uid.get(ouid) == key and ouid != uid:
                 self._by_uid.pop(ouid, None)
+        if etype == "DELETED" or is_finished(new):
+            self._unfinished.discard(key)
+        else:
+            self._unfinished.add(key)
         if not uid:
             return
         if etype == "DELETED":
@@ -78,7 +84,7 @@ class WorkerCluster:
         return self.informer.items()
 
     def unfinished(self) -> int:
-        return sum(1 for j in self.informer.items() if not is_finished(j))
+        return len(self._unfinished)
 
     @staticmethod
     def manager_key_of(remote: Obj) -> str | None:
