@@ -1,0 +1,81 @@
+"""``jobmirror-builtin``: run the builtin Job controller against one cluster.
+
+Meant for clusters where kube-controller-manager's Job controller is absent or disabled
+(``--controllers=*,-job-controller``); running both would make two controllers fight over
+every Job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from builtin_controller.controller import JobController
+from kruntime.client import ClusterClient, KubeconfigError
+from kruntime.httpserver import HealthServer
+
+log = logging.getLogger("builtin_controller")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="jobmirror-builtin", description=__doc__.splitlines()[0])
+    p.add_argument("--kubeconfig", required=True, help="kubeconfig of the cluster to run Jobs in")
+    p.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    p.add_argument("--metrics-address", default="0.0.0.0:8080",
+                   help="host:port for /metrics, /healthz and /readyz (port 0 picks one)")
+    p.add_argument("--workers", type=int, default=5, help="concurrent Job syncs (kube-controller-manager: 5)")
+    p.add_argument("--qps", type=float, default=50.0, help="client QPS limit (<=0: unlimited)")
+    p.add_argument("--burst", type=int, default=100, help="client burst")
+    p.add_argument("--namespace", default=None, help="only manage Jobs in this namespace (default: all)")
+    p.add_argument("--component", default="job-controller", help="event source component name")
+    p.add_argument("--shutdown-grace", type=float, default=10.0, help="seconds to finish in-flight syncs on SIGTERM")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    args = p.parse_args(argv)
+    if args.workers < 1:
+        p.error("--workers must be at least 1")
+    return args
+
+
+async def run(args: argparse.Namespace) -> int:
+    try:
+        client = await ClusterClient.from_kubeconfig("cluster", args.kubeconfig, context=args.context, qps=args.qps,
+                                                     burst=args.burst)
+    except KubeconfigError as exc:
+        log.error("%s", exc)
+        return 2
+    controller = JobController(client, workers=args.workers, component=args.component, namespace=args.namespace)
+    server = HealthServer(args.metrics_address, liveness=controller.healthy, readiness=controller.ready)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await server.start()
+        task = controller.start()
+        stopper = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            log.error("controller exited unexpectedly: %s", task.exception())
+            return 1
+        log.info("shutting down (grace %.0fs)", args.shutdown_grace)
+        await controller.stop(args.shutdown_grace)
+        return 0
+    finally:
+        await server.stop()
+        await client.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    sys.exit(asyncio.run(run(args)))
+
+
+if __name__ == "__main__":
+    main()

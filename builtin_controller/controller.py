@@ -1,0 +1,862 @@
+"""The Job controller: informers, work queues and the per-Job sync that orchestrates.
+
+The sync reads the Job and its pods from the informer caches, asks the pure modules what
+the status and the pod set should be, then acts: adopt/release pods, create or delete
+pods, remove tracking finalizers, write the status subresource (PUT with the cached
+resourceVersion, so a stale view fails with a conflict and is retried), and records
+events and metrics. The structure — and every decision — follows the upstream
+controller so that, for the same pod outcomes, a Job ends in the same state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from builtin_controller import api, backoff, metrics, pods, status, tracking
+from builtin_controller.expectations import ControllerExpectations, FinalizerExpectations
+from builtin_controller.status import SyncContext
+from kruntime.client import ApiError, ClusterClient
+from kruntime.events import EventRecorder
+from kruntime.informer import Informer
+from kruntime.resources import JOBS, PODS, Obj, key_of
+from kruntime.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+#: Delay that folds a burst of pod events into one sync.
+SYNC_BATCH_PERIOD = 1.0
+#: Work-queue retry backoff after a failed sync.
+API_BACKOFF_BASE = 1.0
+API_BACKOFF_CAP = 60.0
+MAX_POD_CREATE_DELETE_PER_SYNC = 500
+SLOW_START_INITIAL_BATCH = 1
+#: How long a sync waits for the informer to show our own last status write.
+STALE_CACHE_GRACE = 5.0
+#: client-go's event spam filter: per object and event type, 25 at once, then 1 per 5 min.
+EVENT_BURST = 25
+EVENT_REFILL_SECONDS = 300.0
+
+OrphanKey = tuple[str, str, str]  # ("name" | "selector", namespace, pod name | selector JSON)
+
+
+class _EventSink:
+    """Events on Jobs, rate limited per object and type as client-go's broadcaster does."""
+
+    def __init__(self, recorder: EventRecorder, clock: Callable[[], float] = time.monotonic) -> None:
+        self.recorder = recorder
+        self.clock = clock
+        self._buckets: dict[tuple[str, str], tuple[float, float]] = {}
+
+    def emit(self, job: Obj, etype: str, reason: str, message: str) -> None:
+        k = (api.uid(job), etype)
+        now = self.clock()
+        tokens, last = self._buckets.get(k, (float(EVENT_BURST), now))
+        tokens = min(float(EVENT_BURST), tokens + (now - last) / EVENT_REFILL_SECONDS)
+        if tokens < 1:
+            self._buckets[k] = (tokens, now)
+            log.debug("event %s on %s dropped by the spam filter", reason, api.name(job))
+            return
+        self._buckets[k] = (tokens - 1, now)
+        if len(self._buckets) > 50_000:
+            self._buckets.clear()
+        involved = {"apiVersion": "batch/v1", "kind": "Job", "metadata": api.md(job)}
+        self.recorder.event(involved, etype, reason, message)
+
+    def forget(self, job_uid: str) -> None:
+        for etype in ("Normal", "Warning"):
+            self._buckets.pop((job_uid, etype), None)
+
+
+class JobController:
+    """Reconciles ``batch/v1`` Jobs that no other controller claims through ``managedBy``."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        *,
+        workers: int = 5,
+        component: str = "job-controller",
+        namespace: str | None = None,
+        namespace_filter: Callable[[str], bool] | None = None,
+        clock: Callable[[], datetime] = api.utcnow,
+        pod_backoff_base: float = backoff.DEFAULT_BACKOFF,
+        pod_backoff_cap: float = backoff.MAX_BACKOFF,
+    ) -> None:
+        self.client = client
+        self.workers = workers
+        self.clock = clock
+        self.pod_backoff_base = pod_backoff_base
+        self.pod_backoff_cap = pod_backoff_cap
+        self.namespace_filter = namespace_filter
+        self.job_informer = Informer(client, JOBS, namespace=namespace)
+        self.pod_informer = Informer(client, PODS, namespace=namespace)
+        self.queue: WorkQueue[str] = WorkQueue("builtin_job", backoff_base=API_BACKOFF_BASE,
+                                               backoff_cap=API_BACKOFF_CAP)
+        self.orphan_queue: WorkQueue[OrphanKey] = WorkQueue("builtin_job_orphan_pod", backoff_base=API_BACKOFF_BASE,
+                                                            backoff_cap=API_BACKOFF_CAP)
+        self.expectations = ControllerExpectations()
+        self.finalizer_expectations = FinalizerExpectations()
+        self.backoff_store = backoff.BackoffStore()
+        self.finished_expectations: set[str] = set()
+        self.recorder = EventRecorder(client, component)
+        self.events = _EventSink(self.recorder)
+        self._owned: dict[str, set[str]] = {}  # job UID -> pod keys
+        self._orphans: dict[str, set[str]] = {}  # namespace -> pod keys without a controller
+        self._external_logged: set[str] = set()
+        # Job key -> (resourceVersions our own status writes superseded, when): a cache
+        # still showing one of them is stale, and a sync from it would only conflict.
+        self._superseded: dict[str, tuple[set[str], float]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._run_task: asyncio.Task[None] | None = None
+        self.synced = asyncio.Event()
+        self.job_informer.add_handler(self._on_job)
+        self.pod_informer.add_handler(self._on_pod)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run until :meth:`stop`; informers first, workers once both caches are synced."""
+        self._tasks = [asyncio.create_task(self.job_informer.run(), name="builtin-jobs-informer"),
+                       asyncio.create_task(self.pod_informer.run(), name="builtin-pods-informer")]
+        try:
+            await asyncio.gather(self.job_informer.wait_synced(), self.pod_informer.wait_synced())
+            self.synced.set()
+            log.info("job controller started (%d workers) on %s", self.workers, self.client.name)
+            await asyncio.gather(self.queue.run_workers(self.workers, self._sync_handler),
+                                 self.orphan_queue.run_workers(self.workers, self._orphan_handler))
+        finally:
+            for t in self._tasks:
+                t.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def start(self) -> asyncio.Task[None]:
+        self._run_task = asyncio.create_task(self.run(), name="builtin-job-controller")
+        return self._run_task
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Finish in-flight syncs (up to ``grace`` seconds), then stop watching."""
+        await self.queue.shutdown()
+        await self.orphan_queue.shutdown()
+        task = self._run_task
+        if task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(task), grace)
+            except (TimeoutError, asyncio.CancelledError):
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            except Exception:
+                log.exception("job controller stopped with an error")
+        await self.recorder.flush()
+        log.info("job controller stopped")
+
+    def healthy(self) -> tuple[bool, str]:
+        """Liveness: the controller loop is running. API trouble is not a reason to restart."""
+        task = self._run_task
+        if task is not None and task.done():
+            return False, "controller loop exited"
+        return True, "ok"
+
+    def ready(self) -> tuple[bool, str]:
+        """Readiness: caches synced and both watches currently connected."""
+        if not self.synced.is_set():
+            return False, "caches not synced"
+        if not (self.job_informer.healthy and self.pod_informer.healthy):
+            err = self.job_informer.last_error or self.pod_informer.last_error
+            return False, f"informers reconnecting: {err}"
+        return True, "ok"
+
+    # -- pod index --------------------------------------------------------------------------
+
+    def _unindex(self, pod: Obj) -> None:
+        k = key_of(pod)
+        ref = api.controller_ref(pod)
+        if ref is not None:
+            s = self._owned.get(str(ref.get("uid")))
+            if s is not None:
+                s.discard(k)
+                if not s:
+                    self._owned.pop(str(ref.get("uid")), None)
+        else:
+            o = self._orphans.get(api.namespace(pod))
+            if o is not None:
+                o.discard(k)
+
+    def _index(self, pod: Obj) -> None:
+        k = key_of(pod)
+        ref = api.controller_ref(pod)
+        if ref is not None:
+            self._owned.setdefault(str(ref.get("uid")), set()).add(k)
+        else:
+            self._orphans.setdefault(api.namespace(pod), set()).add(k)
+
+    def _candidate_pods(self, job: Obj) -> list[Obj]:
+        keys = set(self._owned.get(api.uid(job), ())) | set(self._orphans.get(api.namespace(job), ()))
+        out = []
+        for k in keys:
+            p = self.pod_informer.get(k)
+            if p is not None:
+                out.append(p)
+        return out
+
+    # -- event handlers ---------------------------------------------------------------------
+
+    def _watched(self, obj: Obj) -> bool:
+        return self.namespace_filter is None or self.namespace_filter(api.namespace(obj))
+
+    def _skip_external(self, job: Obj) -> bool:
+        name = api.managed_by_external(job)
+        if name is None:
+            return False
+        u = api.uid(job)
+        if u not in self._external_logged:
+            if len(self._external_logged) > 100_000:
+                self._external_logged.clear()
+            self._external_logged.add(u)
+            log.info("skipping Job %s: managed by external controller %s", key_of(job), name)
+        return True
+
+    def _enqueue(self, job: Obj, delay: float = 0.0) -> None:
+        if self._skip_external(job):
+            return
+        self.queue.add_after(key_of(job), delay) if delay > 0 else self.queue.add(key_of(job))
+
+    def _enqueue_selector(self, job: Obj) -> None:
+        sel = api.spec(job).get("selector")
+        if sel is None:
+            return
+        self.orphan_queue.add(("selector", api.namespace(job), json.dumps(sel, sort_keys=True)))
+
+    def _on_job(self, etype: str, old: Obj | None, new: Obj) -> None:
+        if not self._watched(new):
+            return
+        key = key_of(new)
+        if etype == "ADDED":
+            ext = api.managed_by_external(new)
+            if ext is not None:
+                metrics.JOBS_BY_EXTERNAL_CONTROLLER.labels(ext).inc()
+            self._enqueue(new)
+        elif etype == "MODIFIED":
+            assert old is not None
+            if api.is_finished(new):
+                # Finalizers should be gone before a Job finishes; this is a safety net.
+                self._enqueue_selector(new)
+                return
+            if api.md(new).get("generation") == api.md(old).get("generation"):
+                self._enqueue(new, SYNC_BATCH_PERIOD)
+            else:
+                self._enqueue(new)
+            start = api.parse_time(api.status(new).get("startTime"))
+            ads = api.spec(new).get("activeDeadlineSeconds")
+            if start is not None and ads is not None and not api.managed_by_external(new):
+                old_ads = api.spec(old).get("activeDeadlineSeconds")
+                if old_ads is None or int(old_ads) != int(ads):
+                    remaining = int(ads) - (self.clock() - start).total_seconds()
+                    self.queue.add_after(key, remaining)
+        elif etype == "DELETED":
+            self.queue.add(key)
+            self.finished_expectations.discard(api.uid(new))
+            self._enqueue_selector(new)
+            self.backoff_store.remove(key)
+            self.events.forget(api.uid(new))
+            self._superseded.pop(key, None)
+
+    def _resolve(self, namespace: str, ref: Obj) -> Obj | None:
+        if ref.get("kind") != "Job":
+            return None
+        job = self.job_informer.get(f"{namespace}/{ref.get('name')}")
+        if job is None or api.uid(job) != ref.get("uid"):
+            return None
+        return job
+
+    def _jobs_selecting(self, pod: Obj) -> list[Obj]:
+        ns = api.namespace(pod)
+        lbls = api.labels_of(pod)
+        return [j for j in self.job_informer.items()
+                if api.namespace(j) == ns and pods.selector_matches(api.spec(j).get("selector"), lbls)]
+
+    def _on_pod(self, etype: str, old: Obj | None, new: Obj) -> None:
+        if old is not None:
+            self._unindex(old)
+        if etype != "DELETED":
+            self._index(new)
+        if not self._watched(new):
+            return
+        if etype == "ADDED":
+            metrics.record_finished_pod_with_finalizer(None, new)
+            self._pod_added(new)
+        elif etype == "MODIFIED":
+            assert old is not None
+            metrics.record_finished_pod_with_finalizer(old, new)
+            self._pod_updated(old, new)
+        else:
+            metrics.record_finished_pod_with_finalizer(old or new, None)
+            self._pod_deleted(new, final=True)
+
+    def _pod_added(self, pod: Obj) -> None:
+        if api.deletion_timestamp(pod) is not None:
+            # Seen for the first time already terminating (e.g. after a restart):
+            # it is not the creation we might be waiting for.
+            self._pod_deleted(pod, final=False)
+            return
+        ref = api.controller_ref(pod)
+        if ref is not None:
+            job = self._resolve(api.namespace(pod), ref)
+            if job is None:
+                return
+            self.expectations.creation_observed(key_of(job))
+            self._enqueue(job, SYNC_BATCH_PERIOD)
+            return
+        if api.has_tracking_finalizer(pod):
+            self.orphan_queue.add(("name", api.namespace(pod), api.name(pod)))
+        for job in self._jobs_selecting(pod):
+            self._enqueue(job, SYNC_BATCH_PERIOD)
+
+    def _pod_updated(self, old: Obj, cur: Obj) -> None:
+        if api.md(old).get("resourceVersion") == api.md(cur).get("resourceVersion"):
+            return
+        if api.deletion_timestamp(cur) is not None:
+            # Graceful deletion started: the replacement may be created right away.
+            self._pod_deleted(cur, final=False)
+            return
+        finalizer_removed = not api.has_tracking_finalizer(cur)
+        cur_ref = api.controller_ref(cur)
+        old_ref = api.controller_ref(old)
+        ref_changed = cur_ref != old_ref
+        if ref_changed and old_ref is not None:
+            job = self._resolve(api.namespace(old), old_ref)
+            if job is not None:
+                if finalizer_removed:
+                    self.finalizer_expectations.observed(key_of(job), api.uid(cur))
+                self._enqueue(job, SYNC_BATCH_PERIOD)
+        if cur_ref is not None:
+            job = self._resolve(api.namespace(cur), cur_ref)
+            if job is None:
+                return
+            if finalizer_removed:
+                self.finalizer_expectations.observed(key_of(job), api.uid(cur))
+            self._enqueue(job, SYNC_BATCH_PERIOD)
+            return
+        if api.has_tracking_finalizer(cur):
+            self.orphan_queue.add(("name", api.namespace(cur), api.name(cur)))
+        if ref_changed or api.labels_of(cur) != api.labels_of(old):
+            for job in self._jobs_selecting(cur):
+                self._enqueue(job, SYNC_BATCH_PERIOD)
+
+    def _pod_deleted(self, pod: Obj, *, final: bool) -> None:
+        ref = api.controller_ref(pod)
+        has_fin = api.has_tracking_finalizer(pod)
+        if ref is None:
+            if has_fin:
+                self.orphan_queue.add(("name", api.namespace(pod), api.name(pod)))
+            return
+        job = self._resolve(api.namespace(pod), ref)
+        if job is None or api.is_finished(job):
+            if has_fin:
+                self.orphan_queue.add(("name", api.namespace(pod), api.name(pod)))
+            return
+        key = key_of(job)
+        self.expectations.deletion_observed(key)
+        if final or not has_fin:
+            self.finalizer_expectations.observed(key, api.uid(pod))
+        self._enqueue(job, SYNC_BATCH_PERIOD)
+
+    # -- orphan pods ------------------------------------------------------------------------
+
+    async def _orphan_handler(self, key: OrphanKey) -> None:
+        kind, ns, value = key
+        if kind == "name":
+            pod = self.pod_informer.get(f"{ns}/{value}")
+            if pod is not None:
+                await self._handle_orphan(pod)
+            return
+        selector = json.loads(value)
+        for p in [p for p in self.pod_informer.items() if api.namespace(p) == ns]:
+            if pods.selector_matches(selector, api.labels_of(p)):
+                try:
+                    await self._handle_orphan(p)
+                except ApiError as exc:
+                    log.warning("removing finalizer from orphan pod %s: %s", key_of(p), exc)
+
+    async def _handle_orphan(self, pod: Obj) -> None:
+        """Drop the tracking finalizer from a pod no running Job of ours will count."""
+        ref = api.controller_ref(pod)
+        if ref is not None:
+            if ref.get("kind") != "Job" or ref.get("apiVersion") != "batch/v1":
+                return
+            job = self._resolve(api.namespace(pod), ref)
+            if job is not None:
+                if api.managed_by_external(job) is not None:
+                    return
+                if not api.is_finished(job):
+                    return  # adopted: its Job will count it
+        patch = pods.remove_finalizer_patch(pod)
+        if patch is None:
+            return
+        try:
+            await self.client.patch(PODS, api.namespace(pod), api.name(pod), patch, patch_type="strategic")
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+
+    # -- the sync ---------------------------------------------------------------------------
+
+    async def _sync_handler(self, key: str) -> None:
+        await self.sync_job(key)
+
+    async def sync_job(self, key: str) -> None:
+        started = time.monotonic()
+        shared = self.job_informer.get(key)
+        if shared is None:
+            self.expectations.delete(key)
+            self.finalizer_expectations.delete(key)
+            self.backoff_store.remove(key)
+            return
+        if self._skip_external(shared):
+            return
+        if self._cache_is_stale(key, shared):
+            self.queue.add_after(key, SYNC_BATCH_PERIOD)
+            return
+        if api.is_finished(shared):
+            self.backoff_store.remove(key)
+            self.finished_expectations.discard(api.uid(shared))
+            return
+        if api.uid(shared) in self.finished_expectations:
+            return  # we finished it; our own update has not reached the cache yet
+        mode = api.spec(shared).get("completionMode")
+        if mode is not None and mode not in (api.NON_INDEXED, api.INDEXED):
+            self.events.emit(shared, "Warning", "UnknownCompletionMode",
+                             "Skipped Job sync because completion mode is unknown")
+            return
+        job = copy.deepcopy(shared)
+        action = metrics.ACTION_RECONCILING
+        result = "error"
+        try:
+            action = await self._sync(key, job)
+            result = "success"
+        finally:
+            elapsed = time.monotonic() - started
+            cm = api.completion_mode(job)
+            metrics.SYNC_DURATION.labels(cm, result, action).observe(elapsed)
+            metrics.SYNCS.labels(cm, result, action).inc()
+            log.debug("synced job %s in %.3fs (%s, %s)", key, elapsed, action, result)
+
+    def _cache_is_stale(self, key: str, cached: Obj) -> bool:
+        """The cached Job predates our own last status write (bounded: a lost event must
+        not stall the Job, a conflict would then sort it out)."""
+        entry = self._superseded.get(key)
+        if entry is None:
+            return False
+        rvs, since = entry
+        if api.md(cached).get("resourceVersion") in rvs and time.monotonic() - since < STALE_CACHE_GRACE:
+            return True
+        self._superseded.pop(key, None)
+        return False
+
+    async def _sync(self, key: str, job: Obj) -> str:
+        """One reconcile pass; returns the sync action for metrics. Raises to retry."""
+        st = api.status(job)
+        tracking.uncounted_of(st)
+        # Expectations first: a pod that shows up after this check only delays the sync.
+        satisfied = self.expectations.satisfied(key)
+        claimed = await self._pods_for_job(job)
+        ctx = status.new_context(job, key, claimed, self.finalizer_expectations.expected(key))
+        now = self.clock()
+        if st.get("startTime") is None and not api.suspended(job):
+            st["startTime"] = api.format_time(now)
+        ctx.backoff = backoff.new_backoff_record(self.backoff_store, key, ctx.new_succeeded_pods, ctx.new_failed_pods)
+        recheck = status.evaluate(ctx, now)
+        if recheck is not None:
+            self.queue.add_after(key, recheck)
+
+        active = len(ctx.active_pods)
+        action = metrics.ACTION_RECONCILING
+        manage_err: Exception | None = None
+        suspend_changed = False
+        if ctx.finished_condition is not None:
+            deleted_ready, deleted, manage_err = await self._delete_active_pods(job, ctx.active_pods)
+            if deleted != active or not satisfied:
+                # Not final yet: some pods may survive or be missing from the cache.
+                ctx.finished_condition = None
+            active -= deleted
+            ctx.terminating += deleted
+            ctx.ready -= deleted_ready
+        else:
+            managed = False
+            if satisfied and api.deletion_timestamp(job) is None:
+                active, action, manage_err = await self._manage(key, ctx)
+                managed = True
+            if status.completions_reached(job, ctx.succeeded, active):
+                ctx.finished_condition = status.completions_reached_condition(self.clock())
+            elif managed:
+                reason = status.ensure_suspend_condition(job, self.clock())
+                if reason is not None:
+                    suspend_changed = True
+                    self.events.emit(job, "Normal", reason, f"Job {reason.lower()}")
+
+        needs_update = (suspend_changed or active != int(st.get("active") or 0)
+                        or st.get("ready") != ctx.ready or st.get("terminating") != ctx.terminating)
+        st["active"] = active
+        st["ready"] = ctx.ready
+        st["terminating"] = ctx.terminating
+        try:
+            await self._track_status_and_remove_finalizers(ctx, needs_update)
+        except ApiError as exc:
+            raise ApiError(exc.status, exc.reason, f"tracking status: {exc.message}", exc.body, exc.cluster) from exc
+        if manage_err is not None:
+            raise manage_err
+        return action
+
+    # -- claiming pods ----------------------------------------------------------------------
+
+    async def _pods_for_job(self, job: Obj) -> list[Obj]:
+        """The Job's pods: owned ones matching its selector, plus orphans it adopts.
+
+        Owned pods that no longer match are released. Adoption is refused once the Job is
+        being deleted (checked against a fresh read, not the cache).
+        """
+        selector = api.spec(job).get("selector")
+        job_deleting = api.deletion_timestamp(job) is not None
+        claimed: list[Obj] = []
+        errors: list[Exception] = []
+        can_adopt: bool | None = None
+        for pod in self._candidate_pods(job):
+            ref = api.controller_ref(pod)
+            matches = pods.selector_matches(selector, api.labels_of(pod))
+            if ref is not None:
+                if ref.get("uid") != api.uid(job):
+                    continue
+                if matches:
+                    claimed.append(pod)
+                    continue
+                if job_deleting:
+                    continue
+                try:
+                    await self.client.patch(PODS, api.namespace(pod), api.name(pod), pods.release_patch(job, pod),
+                                            patch_type="strategic")
+                except ApiError as exc:
+                    if not (exc.not_found or exc.invalid):
+                        errors.append(exc)
+                continue
+            if job_deleting or not matches or api.deletion_timestamp(pod) is not None:
+                continue
+            if api.namespace(pod) != api.namespace(job):
+                continue
+            if can_adopt is None:
+                can_adopt = await self._can_adopt(job)
+            if not can_adopt:
+                errors.append(RuntimeError(f"can't adopt pod {key_of(pod)}: Job {key_of(job)} is being deleted"))
+                continue
+            try:
+                await self.client.patch(PODS, api.namespace(pod), api.name(pod), pods.adopt_patch(job, pod),
+                                        patch_type="strategic")
+            except ApiError as exc:
+                if not exc.not_found:
+                    errors.append(exc)
+                continue
+            claimed.append(pods.with_tracking_finalizer(pod))
+        if errors:
+            raise errors[0]
+        return claimed
+
+    async def _can_adopt(self, job: Obj) -> bool:
+        fresh = await self.client.get(JOBS, api.namespace(job), api.name(job))
+        if api.uid(fresh) != api.uid(job):
+            raise RuntimeError(f"original Job {key_of(job)} is gone: got uid {api.uid(fresh)}, wanted {api.uid(job)}")
+        return api.deletion_timestamp(fresh) is None
+
+    # -- managing pods ----------------------------------------------------------------------
+
+    async def _manage(self, key: str, ctx: SyncContext) -> tuple[int, str, Exception | None]:
+        """Create or delete pods towards the wanted number of active pods.
+
+        Deletions take precedence; a sync never does both. Returns the new active count,
+        the sync action and the first error (after doing all the work it could).
+        """
+        job = ctx.job
+        active = len(ctx.active_pods)
+        parallelism = api.parallelism(job)
+        if api.suspended(job):
+            doomed = pods.active_pods_for_removal(job, ctx.active_pods, active)
+            self.expectations.expect_deletions(key, len(doomed))
+            ready, removed, err = await self._delete_job_pods(job, key, doomed)
+            ctx.terminating += removed
+            ctx.ready -= ready
+            return active - removed, metrics.ACTION_PODS_DELETED, err
+
+        completions = api.completions(job)
+        if completions is None:
+            want = active if ctx.succeeded > 0 else parallelism
+        else:
+            want = max(0, min(completions - ctx.succeeded, parallelism))
+        doomed = pods.active_pods_for_removal(job, ctx.active_pods, max(0, active - want))
+        doomed = doomed[:MAX_POD_CREATE_DELETE_PER_SYNC]
+        if doomed:
+            self.expectations.expect_deletions(key, len(doomed))
+            ready, removed, err = await self._delete_job_pods(job, key, doomed)
+            ctx.terminating += removed
+            ctx.ready -= ready
+            return active - removed, metrics.ACTION_PODS_DELETED, err
+
+        terminating = ctx.terminating if api.only_replace_failed_pods(job) else 0
+        diff = want - terminating - active
+        if diff <= 0:
+            return active, metrics.ACTION_TRACKING, None
+        now = self.clock()
+        per_index = api.has_backoff_limit_per_index(job)
+        if not per_index and ctx.backoff is not None:
+            remaining = ctx.backoff.remaining(now, self.pod_backoff_base, self.pod_backoff_cap)
+            if remaining > 0:
+                self._enqueue(job, max(remaining, SYNC_BATCH_PERIOD))
+                return active, metrics.ACTION_PODS_CREATED, None
+        diff = min(diff, MAX_POD_CREATE_DELETE_PER_SYNC)
+        indexes: list[int | None] = [None] * diff
+        if api.is_indexed(job):
+            wanted = pods.first_pending_indexes(job, ctx.pods, ctx.active_pods, ctx.succeeded_indexes,
+                                                ctx.failed_indexes, diff, completions or 0)
+            if per_index:
+                wanted, remaining = self._indexes_ready_for_creation(wanted, ctx.delayed_deletion, now)
+                if remaining > 0:
+                    self._enqueue(job, max(remaining, SYNC_BATCH_PERIOD))
+                    return active, metrics.ACTION_PODS_CREATED, None
+            indexes = list(wanted)
+            diff = len(indexes)
+
+        self.expectations.expect_creations(key, diff)
+        ok, failed_count, err, skipped = await self._create_pods(job, key, ctx, indexes)
+        metrics.record_pods_created(job, ctx.failed, ctx.terminating, ok, failed_count)
+        return active + diff - failed_count - skipped, metrics.ACTION_PODS_CREATED, err
+
+    def _indexes_ready_for_creation(self, wanted: list[int], delayed: dict[int, Obj],
+                                    now: datetime) -> tuple[list[int], float]:
+        """Indexes whose own backoff has passed; else the shortest remaining wait."""
+        ready: list[int] = []
+        shortest: float | None = None
+        for ix in wanted:
+            rem = backoff.remaining_for_index(delayed.get(ix), now, self.pod_backoff_base, self.pod_backoff_cap)
+            if rem == 0:
+                ready.append(ix)
+            elif shortest is None or rem < shortest:
+                shortest = rem
+        if ready:
+            return ready, 0.0
+        return ready, shortest or 0.0
+
+    async def _create_pods(self, job: Obj, key: str, ctx: SyncContext,
+                           indexes: list[int | None]) -> tuple[int, int, Exception | None, int]:
+        """Create pods in slow-start batches (1, 2, 4, …); stop after a batch with errors.
+
+        Returns (created, failed, first error, skipped). Every pod not created lowers the
+        creation expectation, since the informer will never deliver it.
+        """
+        ok = failed = 0
+        first_err: Exception | None = None
+        pending = list(indexes)
+        batch = min(len(pending), SLOW_START_INITIAL_BATCH)
+        while pending:
+            current, pending = pending[:batch], pending[batch:]
+            results = await asyncio.gather(*(self._create_one(job, key, ctx, ix) for ix in current))
+            errs = [e for e in results if e is not None]
+            ok += len(results) - len(errs)
+            failed += len(errs)
+            if errs and first_err is None:
+                first_err = errs[0]
+            if errs and pending:
+                for _ in pending:
+                    self.expectations.creation_observed(key)
+                return ok, failed, first_err, len(pending)
+            batch = min(2 * batch, len(pending))
+        return ok, failed, first_err, 0
+
+    async def _create_one(self, job: Obj, key: str, ctx: SyncContext, index: int | None) -> Exception | None:
+        replaced = ctx.delayed_deletion.get(index) if index is not None else None
+        body = pods.pod_from_template(job, index, replaced)
+        try:
+            created = await self.client.create(PODS, api.namespace(job), body)
+        except ApiError as exc:
+            self.expectations.creation_observed(key)
+            if _namespace_terminating(exc):
+                return None
+            self.events.emit(job, "Warning", "FailedCreate", f"Error creating: {exc.message}")
+            return exc
+        self.events.emit(job, "Normal", "SuccessfulCreate", f"Created pod: {api.name(created)}")
+        return None
+
+    async def _delete_pod(self, job: Obj, pod: Obj) -> ApiError | None:
+        try:
+            await self.client.delete(PODS, api.namespace(pod), api.name(pod), propagation=None)
+        except ApiError as exc:
+            if not exc.not_found:
+                self.events.emit(job, "Warning", "FailedDelete", f"Error deleting: {exc.message}")
+            return exc
+        self.events.emit(job, "Normal", "SuccessfulDelete", f"Deleted pod: {api.name(pod)}")
+        return None
+
+    async def _delete_job_pods(self, job: Obj, key: str, doomed: list[Obj]) -> tuple[int, int, Exception | None]:
+        """Delete pods that must not be counted (suspend, scale down): finalizer first."""
+        async def one(pod: Obj) -> tuple[bool, bool, Exception | None]:
+            """(removed, counts towards deleted-ready, error). A pod already gone is removed."""
+            patch = pods.remove_finalizer_patch(pod)
+            try:
+                if patch is not None:
+                    await self.client.patch(PODS, api.namespace(pod), api.name(pod), patch, patch_type="strategic")
+            except ApiError as exc:
+                # The informer will never show this deletion.
+                self.expectations.deletion_observed(key)
+                return exc.not_found, False, None if exc.not_found else exc
+            err = await self._delete_pod(job, pod)
+            if err is not None:
+                self.expectations.deletion_observed(key)
+                if not err.not_found:
+                    return False, api.is_ready(pod), err
+            return True, api.is_ready(pod), None
+
+        results = await asyncio.gather(*(one(p) for p in doomed))
+        removed = sum(1 for ok, _, _ in results if ok)
+        ready = sum(1 for _, r, _ in results if r)
+        errs = [e for _, _, e in results if e is not None]
+        return ready, removed, errs[0] if errs else None
+
+    async def _delete_active_pods(self, job: Obj, active: list[Obj]) -> tuple[int, int, Exception | None]:
+        """Delete the active pods of a finishing Job, keeping finalizers so they are counted."""
+        results = await asyncio.gather(*(self._delete_pod(job, p) for p in active))
+        errs = [e for e in results if e is not None and not e.not_found]
+        removed = len(active) - len(errs)
+        ready = sum(1 for p in active if api.is_ready(p))
+        return ready, removed, errs[0] if errs else None
+
+    # -- tracking and status ----------------------------------------------------------------
+
+    async def _track_status_and_remove_finalizers(self, ctx: SyncContext, needs_flush: bool) -> None:
+        job = ctx.job
+        st = api.status(job)
+        indexed = api.is_indexed(job)
+        if indexed:
+            ctx.pods = sorted(ctx.pods, key=api.completion_index)
+        with_finalizer = tracking.uids_with_finalizer(ctx.pods, ctx.expected_rm)
+        old_counters = _counters(st)
+        if tracking.clean_uncounted_without_finalizers(st, with_finalizer):
+            needs_flush = True
+        plan = tracking.plan(
+            job, ctx.pods, expected_rm=ctx.expected_rm, prev_uncounted_succeeded=ctx.uncounted_succeeded,
+            prev_uncounted_failed=ctx.uncounted_failed, prev_succeeded_indexes=ctx.prev_succeeded_indexes,
+            finished_condition=ctx.finished_condition, delayed=ctx.delayed_deletion)
+        needs_flush = needs_flush or plan.needs_flush
+        if indexed:
+            ctx.succeeded_indexes = ctx.succeeded_indexes.with_indexes(sorted(plan.new_succeeded_indexes))
+            text = str(ctx.succeeded_indexes)
+            if text != (st.get("completedIndexes") or ""):
+                needs_flush = True
+            st["succeeded"] = ctx.succeeded_indexes.total()
+            st["completedIndexes"] = text
+            failed_text = str(ctx.failed_indexes) if ctx.failed_indexes is not None else None
+            if st.get("failedIndexes") != failed_text:
+                needs_flush = True
+            st["failedIndexes"] = failed_text
+        now = self.clock()
+        if status.promote_interim(ctx, now):
+            needs_flush = True
+        needs_flush, rm_err = await self._flush_and_remove_finalizers(ctx, plan, with_finalizer, old_counters,
+                                                                      needs_flush)
+        if rm_err is not None:
+            raise rm_err
+        finished = not plan.reached_max_uncounted and status.enact_finished(ctx, self.clock())
+        if finished:
+            needs_flush = True
+        if needs_flush:
+            ctx.job = await self._update_status(ctx.job)
+            if finished and ctx.finished_condition is not None:
+                self._record_finished(ctx.job, ctx.finished_condition)
+                self.finished_expectations.add(api.uid(ctx.job))
+            metrics.record_pods_finished(ctx.job, old_counters)
+
+    async def _flush_and_remove_finalizers(self, ctx: SyncContext, plan: tracking.TrackingPlan,
+                                           with_finalizer: set[str], old_counters: Obj,
+                                           needs_flush: bool) -> tuple[bool, Exception | None]:
+        """Commit the uncounted UIDs, remove finalizers, fold removed ones into counters."""
+        if needs_flush:
+            ctx.job = await self._update_status(ctx.job)
+            if ctx.backoff is not None:
+                self.backoff_store.update(ctx.backoff)
+            metrics.record_pods_finished(ctx.job, old_counters)
+            old_counters.clear()
+            old_counters.update(_counters(api.status(ctx.job)))
+            needs_flush = False
+        for action, n in plan.policy_actions.items():
+            metrics.POD_FAILURES_HANDLED_BY_FAILURE_POLICY.labels(action).inc(n)
+        rm_err: Exception | None = None
+        if plan.pods_to_remove_finalizer:
+            done, rm_err = await self._remove_finalizers(ctx.key, plan.pods_to_remove_finalizer)
+            for p, ok in zip(plan.pods_to_remove_finalizer, done, strict=True):
+                if ok:
+                    with_finalizer.discard(api.uid(p))
+        if tracking.clean_uncounted_without_finalizers(api.status(ctx.job), with_finalizer):
+            needs_flush = True
+        if rm_err is not None and needs_flush:
+            await self._update_status(ctx.job)
+        return needs_flush, rm_err
+
+    async def _remove_finalizers(self, key: str, victims: list[Obj]) -> tuple[list[bool], Exception | None]:
+        self.finalizer_expectations.expect_removed(key, [api.uid(p) for p in victims])
+
+        async def one(pod: Obj) -> tuple[bool, Exception | None]:
+            patch = pods.remove_finalizer_patch(pod)
+            if patch is None:
+                return False, None
+            try:
+                await self.client.patch(PODS, api.namespace(pod), api.name(pod), patch, patch_type="strategic")
+            except ApiError as exc:
+                self.finalizer_expectations.observed(key, api.uid(pod))
+                if not exc.not_found:
+                    return False, exc
+            return True, None
+
+        results = await asyncio.gather(*(one(p) for p in victims))
+        errs = [e for _, e in results if e is not None]
+        return [ok for ok, _ in results], errs[0] if errs else None
+
+    async def _update_status(self, job: Obj) -> Obj:
+        body = copy.copy(job)
+        st = copy.deepcopy(api.status(job))
+        u = st.get("uncountedTerminatedPods") or {}
+        st["uncountedTerminatedPods"] = {k: v for k, v in u.items() if v}
+        for k in ("completedIndexes",):
+            if not st.get(k):
+                st.pop(k, None)
+        if st.get("failedIndexes") is None:
+            st.pop("failedIndexes", None)
+        body["status"] = st
+        updated = await self.client.replace(JOBS, api.namespace(job), api.name(job), body, subresource="status")
+        key = key_of(job)
+        old_rvs, _ = self._superseded.get(key, (set(), 0.0))
+        old_rvs.add(str(api.md(job).get("resourceVersion")))
+        self._superseded[key] = (old_rvs, time.monotonic())
+        return updated
+
+    def _record_finished(self, job: Obj, cond: Obj) -> None:
+        mode = api.completion_mode(job)
+        if cond["type"] == api.COMPLETE:
+            c = api.completions(job)
+            if c is not None and int(api.status(job).get("succeeded") or 0) > c:
+                self.events.emit(job, "Warning", "TooManySucceededPods",
+                                 "Too many succeeded pods running after completion count reached")
+            self.events.emit(job, "Normal", "Completed", "Job completed")
+            metrics.JOBS_FINISHED.labels(mode, "succeeded", cond.get("reason") or "").inc()
+        else:
+            self.events.emit(job, "Warning", cond.get("reason") or "", cond.get("message") or "")
+            metrics.JOBS_FINISHED.labels(mode, "failed", cond.get("reason") or "").inc()
+
+
+def _counters(st: Obj) -> Obj:
+    return {k: st.get(k) for k in ("succeeded", "failed", "completedIndexes", "failedIndexes")}
+
+
+def _namespace_terminating(exc: ApiError) -> bool:
+    causes = ((exc.body or {}).get("details") or {}).get("causes") or []
+    return any(c.get("reason") == "NamespaceTerminating" for c in causes)
+

@@ -1,0 +1,235 @@
+"""What a Job's status should say, given the Job and its pods: counters and conditions.
+
+The order of evaluation is the contract (and the upstream controller's): an earlier
+verdict is never overturned by a later one.
+
+1. An existing ``SuccessCriteriaMet`` or ``FailureTarget`` stands (a previous sync decided).
+2. Failure: a pod failure policy FailJob match, the backoff limit, the active deadline,
+   then (Indexed, per-index backoff) too many failed indexes / all indexes finished with
+   some failed.
+3. Success: a success policy rule, or completions reached.
+4. The decision is written first as the interim condition (``FailureTarget`` /
+   ``SuccessCriteriaMet``); the terminal ``Failed`` / ``Complete`` (copying its reason and
+   message) follows only once no pod is uncounted or terminating.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from builtin_controller import api, success_policy
+from builtin_controller.backoff import BackoffRecord
+from builtin_controller.failure_policy import counts_as_failure, fail_job_message
+from builtin_controller.indexes import Intervals
+from builtin_controller.pods import count_ready, past_backoff_limit_on_failure, pods_with_delayed_deletion_per_index
+from builtin_controller.tracking import failed_indexes, new_finished_pods, succeeded_indexes, uncounted_of
+from kruntime.resources import Obj
+
+
+def new_condition(ctype: str, status: str, reason: str, message: str, now: datetime) -> Obj:
+    t = api.format_time(now)
+    return {"type": ctype, "status": status, "lastProbeTime": t, "lastTransitionTime": t,
+            "reason": reason, "message": message}
+
+
+def ensure_condition(conditions: list[Obj], ctype: str, status: str, reason: str, message: str,
+                     now: datetime) -> bool:
+    """Set a condition in place; True if the list changed.
+
+    An absent condition is only added when not ``False`` (nothing → False says nothing);
+    an existing one is replaced, with a fresh transition time, when anything differs.
+    """
+    for i, c in enumerate(conditions):
+        if c.get("type") == ctype:
+            if c.get("status") != status or (c.get("reason") or "") != reason or (c.get("message") or "") != message:
+                conditions[i] = new_condition(ctype, status, reason, message, now)
+                return True
+            return False
+    if status != "False":
+        conditions.append(new_condition(ctype, status, reason, message, now))
+        return True
+    return False
+
+
+def failed_from_failure_target(cond: Obj, now: datetime) -> Obj:
+    return new_condition(api.FAILED, "True", cond.get("reason") or "", cond.get("message") or "", now)
+
+
+def is_success_criteria_met(cond: Obj | None) -> bool:
+    return cond is not None and cond.get("type") == api.SUCCESS_CRITERIA_MET and cond.get("status") == "True"
+
+
+@dataclass
+class SyncContext:
+    """One sync's view of a Job (a private copy) and its claimed pods."""
+
+    job: Obj
+    key: str
+    pods: list[Obj]
+    expected_rm: frozenset[str] = frozenset()
+    active_pods: list[Obj] = field(default_factory=list)
+    ready: int = 0
+    terminating: int = 0
+    uncounted_succeeded: set[str] = field(default_factory=set)
+    uncounted_failed: set[str] = field(default_factory=set)
+    new_succeeded_pods: list[Obj] = field(default_factory=list)
+    new_failed_pods: list[Obj] = field(default_factory=list)
+    succeeded: int = 0
+    failed: int = 0
+    prev_succeeded_indexes: Intervals = field(default_factory=Intervals)
+    succeeded_indexes: Intervals = field(default_factory=Intervals)
+    failed_indexes: Intervals | None = None
+    finished_condition: Obj | None = None
+    delayed_deletion: dict[int, Obj] = field(default_factory=dict)
+    backoff: BackoffRecord | None = None
+
+
+def new_context(job: Obj, key: str, pods: list[Obj], expected_rm: frozenset[str]) -> SyncContext:
+    """Counters as they stand: stored ones plus pods finished since, minus ignored failures."""
+    st = api.status(job)
+    u = uncounted_of(st)
+    ctx = SyncContext(job=job, key=key, pods=pods, expected_rm=expected_rm)
+    ctx.active_pods = [p for p in pods if api.is_active(p)]
+    ctx.ready = count_ready(ctx.active_pods)
+    ctx.terminating = sum(1 for p in pods if api.is_terminating(p))
+    ctx.uncounted_succeeded = set(u["succeeded"])
+    ctx.uncounted_failed = set(u["failed"])
+    ctx.new_succeeded_pods, ctx.new_failed_pods = new_finished_pods(
+        job, pods, expected_rm, ctx.uncounted_succeeded, ctx.uncounted_failed)
+    counted_failures = sum(1 for p in ctx.new_failed_pods if counts_as_failure(job, p))
+    ctx.succeeded = int(st.get("succeeded") or 0) + len(ctx.new_succeeded_pods) + len(ctx.uncounted_succeeded)
+    ctx.failed = int(st.get("failed") or 0) + counted_failures + len(ctx.uncounted_failed)
+    return ctx
+
+
+def past_active_deadline(job: Obj, now: datetime) -> bool:
+    ads = api.spec(job).get("activeDeadlineSeconds")
+    start = api.parse_time(api.status(job).get("startTime"))
+    if ads is None or start is None or api.suspended(job):
+        return False
+    return (now - start).total_seconds() >= int(ads)
+
+
+def evaluate(ctx: SyncContext, now: datetime) -> float | None:
+    """Decide ``ctx.finished_condition`` (steps 1-3 minus completions reached).
+
+    Also fills the Indexed bookkeeping. Returns the delay after which the active deadline
+    must be re-checked, when one is pending.
+    """
+    job = ctx.job
+    recheck: float | None = None
+    scm = api.condition(job, api.SUCCESS_CRITERIA_MET)
+    if scm is not None and scm.get("status") == "True":
+        ctx.finished_condition = scm
+    if ctx.finished_condition is None:
+        ft = api.condition(job, api.FAILURE_TARGET)
+        if ft is not None and ft.get("status") == "True":
+            ctx.finished_condition = failed_from_failure_target(ft, now)
+        elif (msg := fail_job_message(job, ctx.pods)) is not None:
+            ctx.finished_condition = new_condition(api.FAILURE_TARGET, "True", api.REASON_POD_FAILURE_POLICY, msg, now)
+    if ctx.finished_condition is None:
+        if ctx.failed > api.backoff_limit(job) or past_backoff_limit_on_failure(job, ctx.pods):
+            ctx.finished_condition = new_condition(api.FAILURE_TARGET, "True", api.REASON_BACKOFF_LIMIT_EXCEEDED,
+                                                   api.MSG_BACKOFF_LIMIT, now)
+        elif past_active_deadline(job, now):
+            ctx.finished_condition = new_condition(api.FAILURE_TARGET, "True", api.REASON_DEADLINE_EXCEEDED,
+                                                   api.MSG_DEADLINE, now)
+        elif api.spec(job).get("activeDeadlineSeconds") is not None and not api.suspended(job):
+            start = api.parse_time(api.status(job).get("startTime")) or now
+            recheck = int(api.spec(job)["activeDeadlineSeconds"]) - (now - start).total_seconds()
+    if api.is_indexed(job):
+        completions = api.completions(job) or 0
+        ctx.prev_succeeded_indexes, ctx.succeeded_indexes = succeeded_indexes(job, ctx.pods)
+        ctx.succeeded = ctx.succeeded_indexes.total()
+        if api.has_backoff_limit_per_index(job):
+            ctx.failed_indexes = failed_indexes(job, ctx.pods)
+            if ctx.finished_condition is None:
+                max_failed = api.spec(job).get("maxFailedIndexes")
+                nfailed = ctx.failed_indexes.total()
+                if max_failed is not None and nfailed > int(max_failed):
+                    ctx.finished_condition = new_condition(
+                        api.FAILURE_TARGET, "True", api.REASON_MAX_FAILED_INDEXES_EXCEEDED,
+                        api.MSG_MAX_FAILED_INDEXES, now)
+                elif nfailed > 0 and nfailed + ctx.succeeded_indexes.total() >= completions:
+                    ctx.finished_condition = new_condition(api.FAILURE_TARGET, "True", api.REASON_FAILED_INDEXES,
+                                                           api.MSG_FAILED_INDEXES, now)
+            ctx.delayed_deletion = pods_with_delayed_deletion_per_index(
+                job, ctx.pods, ctx.active_pods, ctx.expected_rm, ctx.succeeded_indexes, ctx.failed_indexes)
+        if ctx.finished_condition is None:
+            msg = success_policy.match(api.spec(job).get("successPolicy"), completions, ctx.succeeded_indexes)
+            if msg is not None:
+                ctx.finished_condition = new_condition(api.SUCCESS_CRITERIA_MET, "True", api.REASON_SUCCESS_POLICY,
+                                                       msg, now)
+    return recheck
+
+
+def completions_reached(job: Obj, succeeded: int, active: int) -> bool:
+    """Work-queue Jobs (no ``completions``) finish on the first success once none runs."""
+    c = api.completions(job)
+    if c is None:
+        return succeeded > 0 and active == 0
+    return succeeded >= c and active == 0
+
+
+def completions_reached_condition(now: datetime) -> Obj:
+    return new_condition(api.SUCCESS_CRITERIA_MET, "True", api.REASON_COMPLETIONS_REACHED,
+                         api.MSG_COMPLETIONS_REACHED, now)
+
+
+def ensure_suspend_condition(job: Obj, now: datetime) -> str | None:
+    """Bring ``Suspended`` in line with ``spec.suspend``; the event reason when it changed.
+
+    Resuming restarts ``startTime``: ``activeDeadlineSeconds`` counts continuous activity,
+    so time spent suspended must not count against it.
+    """
+    conds = api.status(job).setdefault("conditions", [])
+    if api.suspended(job):
+        if ensure_condition(conds, api.SUSPENDED, "True", api.REASON_JOB_SUSPENDED, "Job suspended", now):
+            return "Suspended"
+        return None
+    if ensure_condition(conds, api.SUSPENDED, "False", api.REASON_JOB_RESUMED, "Job resumed", now):
+        api.status(job)["startTime"] = api.format_time(now)
+        return "Resumed"
+    return None
+
+
+def promote_interim(ctx: SyncContext, now: datetime) -> bool:
+    """Write the interim condition now and turn the decision into its terminal form.
+
+    Returns whether the status changed (an interim condition was appended).
+    """
+    cond = ctx.finished_condition
+    if cond is None:
+        return False
+    conds = api.status(ctx.job).setdefault("conditions", [])
+    changed = False
+    if cond.get("type") == api.FAILURE_TARGET:
+        conds.append(cond)
+        changed = True
+        ctx.finished_condition = failed_from_failure_target(cond, now)
+    elif is_success_criteria_met(cond):
+        if not api.condition_true(ctx.job, api.SUCCESS_CRITERIA_MET):
+            conds.append(cond)
+            changed = True
+        ctx.finished_condition = new_condition(api.COMPLETE, "True", cond.get("reason") or "",
+                                               cond.get("message") or "", now)
+    return changed
+
+
+def enact_finished(ctx: SyncContext, now: datetime) -> bool:
+    """Add the terminal condition (and ``completionTime`` with Complete) once allowed."""
+    cond = ctx.finished_condition
+    if cond is None:
+        return False
+    st = api.status(ctx.job)
+    u = st.get("uncountedTerminatedPods") or {}
+    if (u.get("succeeded") or []) or (u.get("failed") or []):
+        return False
+    if ctx.terminating > 0:
+        return False
+    conds = st.setdefault("conditions", [])
+    ensure_condition(conds, cond["type"], cond["status"], cond.get("reason") or "", cond.get("message") or "", now)
+    if cond["type"] == api.COMPLETE:
+        st["completionTime"] = cond["lastTransitionTime"]
+    return True
