@@ -31,8 +31,14 @@ class HealthServer:
 
     async def start(self) -> int:
         app = web.Application()
-        app.router.add_get("/healthz", lambda _r: self._probe(self.liveness))
-        app.router.add_get("/readyz", lambda _r: self._probe(self.readiness))
+        async def healthz(_req: web.Request) -> web.Response:
+            return await self._probe(self.liveness)
+
+        async def readyz(_req: web.Request) -> web.Response:
+            return await self._probe(self.readiness)
+
+        app.router.add_get("/healthz", healthz)
+        app.router.add_get("/readyz", readyz)
         app.router.add_get("/metrics", self._metrics)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
