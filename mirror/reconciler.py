@@ -123,11 +123,16 @@ class Reconciler:
                 return None
             return await self._finalize(job, copies)
 
-        # Copies on workers other than the placement: a lost worker came back, or a
-        # re-dispatch raced. They are ours (origin uid matches): delete them.
-        for name, c in copies.items():
-            if name != placement.worker:
-                await self._delete_remote(job, self.workers[name], c, "stale")
+        if any(name != placement.worker for name in copies):
+            confirmed = await self._confirm_placement(job, copies)
+            if confirmed is None:
+                return self.cfg.resync_period
+            job, placement = confirmed
+            # Copies on workers other than the placement: a lost worker came back, or a
+            # re-dispatch raced. They are ours (origin uid matches): delete them.
+            for name, c in copies.items():
+                if name != placement.worker:
+                    await self._delete_remote(job, self.workers[name], c, "stale")
 
         if placement.worker is None:
             if job.get("spec", {}).get("suspend"):
@@ -166,6 +171,40 @@ class Reconciler:
     def _placement(self, job: Obj) -> Placement:
         ann = job["metadata"].get("annotations") or {}
         return Placement(ann.get(ANNOTATION_CLUSTER), ann.get(ANNOTATION_REMOTE_NAME) or job["metadata"]["name"])
+
+    async def _confirm_placement(self, job: Obj, copies: dict[str, Obj]) -> tuple[Obj, Placement] | None:
+        """Placement read from the server, before a copy is deleted for being off-placement.
+
+        Deleting a copy is irreversible, and the manager cache can lag our own placement
+        write by a few milliseconds: a copy we just created would look stray and be
+        deleted (seen in the 100-Job benchmark). A copy with no placement at all (someone
+        removed the annotation) is adopted rather than deleted, so no work is lost.
+        None: the Job is gone or was replaced; the informer event that follows drives the
+        next pass. A lost race on the adoption patch raises the conflict (queue retry).
+        """
+        md = job["metadata"]
+        try:
+            fresh = await self.manager.get(JOBS, md["namespace"], md["name"])
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+        if fresh["metadata"].get("uid") != md["uid"]:
+            return None
+        placement = self._placement(fresh)
+        if placement.worker is not None:
+            return fresh, placement
+        live = sorted(name for name in copies if self.workers[name].healthy)
+        if not live:
+            return fresh, placement
+        adopted = live[0]
+        remote_name = copies[adopted]["metadata"]["name"]
+        patched = await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
+            "resourceVersion": fresh["metadata"]["resourceVersion"],
+            "annotations": {ANNOTATION_CLUSTER: adopted, ANNOTATION_REMOTE_NAME: remote_name}}})
+        log.info("adopted copy %s on %s for %s/%s (placement annotation was missing)", remote_name, adopted,
+                 md["namespace"], md["name"])
+        return patched, Placement(adopted, remote_name)
 
     def worker_views(self, exclude: str | None = None) -> list[WorkerView]:
         return [

@@ -7,6 +7,7 @@ a correct final status, no orphans after GC, and foreign Jobs never touched.
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import Awaitable, Callable
 
@@ -14,7 +15,7 @@ import pytest
 
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
-from kruntime.resources import JOBS
+from kruntime.resources import JOBS, Obj
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER
 from tests.conftest import WORKER_1, WORKER_2, ensure_namespace, wait_for
 from tests.integration.mirror_env import make_job, mirror_env
@@ -61,6 +62,72 @@ async def test_restart_mid_run_converges_without_duplicates(client_for: ClientFo
             # Exactly the placement worker ever ran it: the other worker never had a copy.
             other = next(w for w in env.workers if w != placed)
             assert await env.get(name, env.workers[other]) is None
+
+
+@pytest.mark.integration
+async def test_lagging_manager_cache_never_deletes_the_copy_just_created(
+    client_for: ClientFor, cluster: ClusterFn, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manager cache shows the Job without its placement for 3 s after the first look.
+
+    The first pass places it and creates the copy; the copy's watch event runs the next
+    pass on the stale object, which sees a copy on a worker the (stale) Job is not placed
+    on. That copy must survive: it is ours and current. (The 100-Job benchmark caught
+    the old code deleting and re-creating it.)
+    """
+    async with mirror_env(client_for, cluster, ns) as env:
+        ctrl = await env.start()
+
+        async def synced() -> bool:
+            return ctrl.jobs is not None and ctrl.jobs.synced.is_set()
+
+        await wait_for(synced, timeout=30, what="controller caches synced")
+        informer = ctrl.jobs
+        assert informer is not None
+        real_get = informer.get
+        first_seen: dict[str, tuple[float, Obj]] = {}
+
+        def lagging_get(key: str) -> Obj | None:
+            obj = real_get(key)
+            if obj is None or not key.endswith("/lagged"):
+                return obj
+            t, snap = first_seen.setdefault(key, (time.monotonic(), copy.deepcopy(obj)))
+            return snap if time.monotonic() - t < 3.0 else obj
+
+        monkeypatch.setattr(informer, "get", lagging_get)
+        created = await env.create(make_job("lagged", duration_ms=1500))
+        uid = created["metadata"]["uid"]
+        copies = await wait_for(lambda: env.copies(uid), timeout=30, what="copy")
+        (worker, first_copy), = copies.items()
+        await asyncio.sleep(3.5)  # past the lag: every pass so far ran on the stale object
+        assert (await env.copies(uid))[worker]["metadata"]["uid"] == first_copy["metadata"]["uid"]
+        await env.wait_condition("lagged", "Complete", timeout=60)
+        reasons = [(e["reason"], e.get("count"), e["message"]) for e in await env.events("lagged")]
+        assert not [r for r in reasons if r[0] == "RemoteDeleted" and "(stale)" in r[2]], reasons
+        assert [r[1] for r in reasons if r[0] == "Dispatched"] == [1], reasons
+
+
+@pytest.mark.integration
+async def test_copy_is_adopted_when_the_placement_annotation_is_removed(client_for: ClientFor, cluster: ClusterFn,
+                                                                       ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        created = await env.create(make_job("unplaced", duration_ms=4000))
+        uid = created["metadata"]["uid"]
+        (worker, first_copy), = (await wait_for(lambda: env.copies(uid), timeout=30, what="copy")).items()
+        await env.manager.patch(JOBS, ns, "unplaced", {"metadata": {"annotations": {ANNOTATION_CLUSTER: None}}})
+
+        async def placed_again() -> str | None:
+            j = await env.get("unplaced")
+            return ((j or {}).get("metadata", {}).get("annotations") or {}).get(ANNOTATION_CLUSTER)
+
+        assert await wait_for(placed_again, timeout=30, what="placement annotation restored") == worker
+        done = await env.wait_condition("unplaced", "Complete", timeout=60)
+        assert done["status"]["succeeded"] == 1
+        reasons = [(e["reason"], e.get("count")) for e in await env.events("unplaced")]
+        assert ("Dispatched", 1) in reasons and not [r for r in reasons if r[0] == "Dispatched" and r[1] != 1]
+        copies = await env.copies(uid)
+        assert not copies or copies[worker]["metadata"]["uid"] == first_copy["metadata"]["uid"]
 
 
 @pytest.mark.integration

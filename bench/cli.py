@@ -1,0 +1,145 @@
+"""``python -m bench [all|mirror|builtin|plot] [flags]`` — see bench/README.md."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.machine import REPO
+
+DEFAULT_SIZES = [100, 1000]
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--sizes wants comma-separated integers, got {text!r}") from exc
+    if not out or any(n <= 0 for n in out):
+        raise argparse.ArgumentTypeError("--sizes wants positive integers")
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out", type=Path, default=REPO / "results", help="results directory (default: results/)")
+    common.add_argument("--name", default=None,
+                        help="base name of the JSON/PNG (default: mirror / builtin-vs-kcm, suffixed for "
+                             "non-default sizes and for profiled runs)")
+    common.add_argument("--profile", action="store_true",
+                        help="run the controller(s) under pyinstrument and write profile-*.txt (slower: "
+                             "the figures of a profiled run are not the headline ones)")
+    common.add_argument("--pod-duration", default="1s", help="how long each kwok pod runs (Go duration)")
+    common.add_argument("--create-concurrency", type=int, default=50, help="Job creates in flight at once")
+
+    mirror = argparse.ArgumentParser(add_help=False)
+    g = mirror.add_argument_group("mirror benchmark")
+    g.add_argument("--sizes", type=_sizes, default=DEFAULT_SIZES,
+                   help="comma-separated Job counts (default 100,1000; the full set is 100,1000,5000)")
+    g.add_argument("--worker-nodes", type=int, default=4, help="kwok nodes per worker (110 pods each)")
+    g.add_argument("--timeout", type=float, default=None, help="seconds per size (default 60 + 0.3 per Job)")
+    g.add_argument("--mirror-qps", type=float, default=None, help="controller client QPS (default: config default)")
+    g.add_argument("--mirror-burst", type=int, default=None, help="controller client burst (default: config default)")
+    g.add_argument("--reconcile-workers", type=int, default=None,
+                   help="controller workersConcurrency (default: config default)")
+
+    builtin = argparse.ArgumentParser(add_help=False)
+    h = builtin.add_argument_group("builtin vs kube-controller-manager benchmark")
+    h.add_argument("--jobs", type=int, default=200, help="Jobs in the many-Jobs workload (0 skips it)")
+    h.add_argument("--pods-per-job", type=int, default=10, help="completions = parallelism of each of those Jobs")
+    h.add_argument("--indexed-completions", type=int, default=1000, help="the Indexed Job's completions (0 skips it)")
+    h.add_argument("--indexed-parallelism", type=int, default=100, help="the Indexed Job's parallelism")
+    h.add_argument("--qps", type=float, default=100.0, help="client QPS of BOTH Job controllers")
+    h.add_argument("--burst", type=int, default=200, help="client burst of BOTH Job controllers")
+    h.add_argument("--syncs", type=int, default=5, help="concurrent Job syncs of BOTH (kcm --concurrent-job-syncs)")
+    h.add_argument("--nodes", type=int, default=20, help="kwok nodes in each cluster")
+    h.add_argument("--builtin-timeout", type=float, default=600.0, help="seconds per workload and controller")
+
+    p = argparse.ArgumentParser(prog="python -m bench", description="jobmirror benchmarks (DESIGN.md §6)")
+    sub = p.add_subparsers(dest="cmd")
+    sub.add_parser("all", parents=[common, mirror, builtin], help="both benchmarks (the default)")
+    sub.add_parser("mirror", parents=[common, mirror], help="mirror controller throughput/latency/cost")
+    sub.add_parser("builtin", parents=[common, builtin], help="builtin Job controller vs kube-controller-manager")
+    pl = sub.add_parser("plot", help="re-render the PNG of a results JSON")
+    pl.add_argument("json", type=Path)
+    return p
+
+
+def _write(result: dict[str, Any], out: Path, name: str) -> tuple[Path, Path]:
+    from bench import plot
+
+    out.mkdir(parents=True, exist_ok=True)
+    jpath = out / f"{name}.json"
+    tmp = jpath.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    os.replace(tmp, jpath)
+    png = out / f"{name}.png"
+    if result["benchmark"] == "mirror":
+        plot.plot_mirror(result, png)
+    else:
+        plot.plot_builtin(result, png)
+    return jpath, png
+
+
+async def _mirror(args: argparse.Namespace) -> tuple[Path, Path]:
+    from bench import mirror_bench
+    from bench.env import say
+
+    opts = mirror_bench.MirrorOptions(
+        sizes=args.sizes, out=args.out, worker_nodes=args.worker_nodes, pod_duration=args.pod_duration,
+        create_concurrency=args.create_concurrency, timeout=args.timeout, qps=args.mirror_qps,
+        burst=args.mirror_burst, reconcile_workers=args.reconcile_workers, profile=args.profile)
+    default = ("mirror" + ("" if args.sizes == DEFAULT_SIZES else "-" + "-".join(map(str, args.sizes)))
+               + ("-profiled" if args.profile else ""))
+    name = (f"{args.name}-mirror" if args.cmd == "all" and args.name else args.name) or default
+    result = await mirror_bench.run(opts)
+    paths = _write(result, args.out, name)
+    say(f"wrote {paths[0]} and {paths[1]}")
+    return paths
+
+
+async def _builtin(args: argparse.Namespace) -> tuple[Path, Path]:
+    from bench import builtin_bench
+    from bench.env import say
+
+    opts = builtin_bench.BuiltinOptions(
+        out=args.out, jobs=args.jobs, pods_per_job=args.pods_per_job, indexed_completions=args.indexed_completions,
+        indexed_parallelism=args.indexed_parallelism, qps=args.qps, burst=args.burst, syncs=args.syncs,
+        nodes=args.nodes, pod_duration=args.pod_duration, create_concurrency=args.create_concurrency,
+        timeout=args.builtin_timeout, profile=args.profile)
+    default = "builtin-vs-kcm" + ("-profiled" if args.profile else "")
+    name = (f"{args.name}-builtin" if args.cmd == "all" and args.name else args.name) or default
+    result = await builtin_bench.run(opts)
+    paths = _write(result, args.out, name)
+    say(f"wrote {paths[0]} and {paths[1]}")
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv.insert(0, "all")
+    args = parser().parse_args(argv)
+    if args.cmd == "plot":
+        from bench import plot
+
+        result = json.loads(args.json.read_text())
+        png = args.json.with_suffix(".png")
+        (plot.plot_mirror if result["benchmark"] == "mirror" else plot.plot_builtin)(result, png)
+        print(png)
+        return 0
+    started = time.monotonic()
+    if args.cmd in ("all", "mirror"):
+        asyncio.run(_mirror(args))
+    if args.cmd in ("all", "builtin"):
+        asyncio.run(_builtin(args))
+    from bench.env import say
+
+    say(f"done in {time.monotonic() - started:.0f}s")
+    return 0

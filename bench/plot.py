@@ -1,0 +1,172 @@
+"""PNG plots of benchmark results (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+def _cdf(ax: Any, values: list[float | None], label: str, style: str = "-") -> None:
+    data = sorted(v for v in values if v is not None)
+    if not data:
+        return
+    ys = [(i + 1) / len(data) for i in range(len(data))]
+    ax.step(data, ys, style, where="post", label=f"{label} (n={len(data)})")
+
+
+def _footer(fig: Any, result: dict[str, Any]) -> None:
+    m = result.get("machine", {})
+    g = result.get("git", {})
+    k = (result.get("kubernetes") or {}).get("serverVersion", "?")
+    la = result.get("loadAverage", {})
+    fig.text(0.01, 0.005, f"{result.get('date')} · {m.get('cpuModel')} · {m.get('cores')} cores · "
+             f"{m.get('memTotalGiB')} GiB · Kubernetes {k} · commit {str(g.get('commit'))[:10]}"
+             f"{' (dirty tree)' if g.get('dirty') else ''} · load {la.get('start')} → {la.get('end')}",
+             fontsize=7, color="dimgray")
+
+
+def plot_mirror(result: dict[str, Any], path: Path) -> Path:
+    runs = [r for r in result["runs"] if "error" not in r]
+    rows = max(1, len(runs))
+    fig, axes = plt.subplots(rows, 3, figsize=(20, 4.4 * rows), squeeze=False)
+    for row, r in enumerate(runs):
+        ax, ax2, ax3 = axes[row]
+        tl = r["timeline"]
+        for key, label in (("submitted", "manager Job created"), ("dispatched", "remote copy created"),
+                           ("workerComplete", "worker Job Complete"), ("managerComplete", "manager Job Complete"),
+                           ("remoteDeleted", "remote copy deleted")):
+            xs = tl.get(key) or []
+            ax.plot(xs, range(1, len(xs) + 1), label=label)
+        _internals(ax3, r)
+        th = r["throughput"]
+        done = len(tl.get("managerComplete") or [])
+        finish = (f"all Complete in {th['allCompleteSeconds']} s" if th["allCompleteSeconds"] is not None
+                  else f"TIMED OUT with {done}/{r['jobs']} Complete")
+        ax.set_title(f"{r['jobs']} Jobs: {finish}, {th['dispatchedPerSecond']} dispatches/s", fontsize=10)
+        ax.set_xlabel("seconds since first create")
+        ax.set_ylabel("Jobs")
+        ax.legend(fontsize=7, loc="lower right")
+        s = r["samples"]
+        _cdf(ax2, s["dispatchWatch"], "dispatch (watch)")
+        _cdf(ax2, s["statusWatch"], "status propagation (watch)")
+        _cdf(ax2, s["dispatchTimestamps"], "dispatch (creationTimestamps, 1 s)", "--")
+        _cdf(ax2, s["statusManagedFields"], "status propagation (managedFields, 1 s)", "--")
+        lat = r["latencySeconds"]
+        ax2.set_title(f"latency CDF — dispatch p50/p99 {lat['dispatch']['watch']['p50']}/"
+                      f"{lat['dispatch']['watch']['p99']} s, status p50/p99 "
+                      f"{lat['statusPropagation']['watch']['p50']}/{lat['statusPropagation']['watch']['p99']} s "
+                      "(watch)", fontsize=9)
+        ax2.set_xscale("symlog", linthresh=10)
+        ax2.set_xlabel("ms")
+        ax2.set_ylabel("fraction of Jobs")
+        ax2.grid(alpha=0.3)
+        ax2.legend(fontsize=7, loc="lower right")
+    fig.suptitle("jobmirror: mirror controller, manager + 2 kwok workers", fontsize=12)
+    _footer(fig, result)
+    fig.tight_layout(rect=(0, 0.02, 1, 0.97))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _rate(points: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    xs, ys = [], []
+    for (t0, v0), (t1, v1) in itertools.pairwise(points):
+        if t1 > t0:
+            xs.append(t1)
+            ys.append((v1 - v0) / (t1 - t0))
+    return xs, ys
+
+
+def _internals(ax: Any, r: dict[str, Any]) -> None:
+    """Controller CPU %, its request rate per cluster and its work-queue depth over time."""
+    cpu = [(s["t"], s["controller"]["cpu"]) for s in r.get("samplesTimeline") or [] if "controller" in s]
+    xs, ys = _rate(cpu)
+    ax.plot(xs, [y * 100 for y in ys], color="gray", lw=0.9, label="controller CPU % (100 = 1 core)")
+    mt = r.get("controllerMetricsTimeline") or []
+    for cluster in sorted({c for row in mt for c in row["requests"]}):
+        xs, ys = _rate([(row["t"], row["requests"].get(cluster, 0)) for row in mt])
+        ax.plot(xs, ys, lw=1, label=f"controller requests/s → {cluster}")
+    ax.set_xlabel("seconds since first create")
+    ax.set_ylabel("% / requests per second")
+    ax.set_ylim(bottom=0)
+    if mt:
+        axq = ax.twinx()
+        axq.plot([row["t"] for row in mt], [row["queueDepth"] for row in mt], color="black", lw=1.2, ls="--",
+                 label="work-queue depth (right)")
+        axq.set_ylabel("keys queued")
+        axq.set_ylim(bottom=0)
+        axq.legend(fontsize=7, loc="upper right")
+    c = r.get("controller") or {}
+    ax.set_title(f"controller: {c.get('cpuSecondsWorkload')} CPU-s, peak RSS {c.get('peakRssMiB')} MiB, "
+                 f"{c.get('reconciles')} reconciles, {sum((c.get('queueRetries') or {}).values())} retries; "
+                 f"machine load1 max {(r.get('loadAverage') or {}).get('max1mDuringRun')}", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+
+
+def plot_builtin(result: dict[str, Any], path: Path) -> Path:
+    wls = list(result["workloads"].items())
+    rows = max(1, len(wls))
+    fig, axes = plt.subplots(rows, 2, figsize=(14, 4.2 * rows), squeeze=False)
+    for row, (name, entry) in enumerate(wls):
+        ax, ax2 = axes[row]
+        for kind, color in (("kcm", "tab:blue"), ("builtin", "tab:orange")):
+            d = entry.get(kind) or {}
+            prog = d.get("progress") or []
+            if prog:
+                ax.plot([p[0] for p in prog], [p[1] for p in prog], color=color,
+                        label=f"{kind}: {d.get('completionSeconds')} s")
+            elif "error" in d:
+                ax.plot([], [], color=color, label=f"{kind}: did not run")
+        axr = ax.twinx()
+        for kind, color in (("kcm", "tab:blue"), ("builtin", "tab:orange")):
+            timeline = (entry.get(kind) or {}).get("controllerRequestsTimeline") or []
+            rx, ry = _rate([(float(t), float(v)) for t, v in timeline])
+            if rx:
+                axr.plot(rx, ry, color=color, ls=":", lw=1,
+                         label=f"{kind} client requests/s" + (" (whole kcm)" if kind == "kcm" else ""))
+        axr.set_ylabel("controller requests/s (dotted)")
+        axr.set_ylim(bottom=0)
+        if axr.lines:
+            axr.legend(fontsize=7, loc="upper left")
+        ax.set_title(f"{name}: {entry['description']}", fontsize=9)
+        ax.set_xlabel("seconds since first create")
+        ax.set_ylabel("pods succeeded (from Job status)")
+        ax.legend(fontsize=8, loc="lower right")
+        ax.grid(alpha=0.3)
+        metrics = [("completion s", ("completionSeconds",)), ("API calls/pod", ("apiRequests", "server", "perPod")),
+                   ("controller CPU s", ("process", "cpuSeconds")), ("peak RSS MiB", ("process", "peakRssMiB"))]
+        vals: dict[str, list[float]] = {"kcm": [], "builtin": []}
+        for kind in vals:
+            for _, p in metrics:
+                v: Any = entry.get(kind) or {}
+                for k in p:
+                    v = v.get(k) if isinstance(v, dict) else None
+                vals[kind].append(float(v) if isinstance(v, (int, float)) else 0.0)
+        pos = range(len(metrics))
+        w = 0.38
+        b1 = ax2.bar([x - w / 2 for x in pos], vals["kcm"], w, label="kube-controller-manager (whole process for "
+                     "CPU/RSS)", color="tab:blue")
+        b2 = ax2.bar([x + w / 2 for x in pos], vals["builtin"], w, label="builtin controller", color="tab:orange")
+        for bars in (b1, b2):
+            ax2.bar_label(bars, fmt="%.3g", fontsize=7)
+        ax2.set_xticks(list(pos), [m[0] for m in metrics], fontsize=8)
+        ax2.set_yscale("log")
+        rt = entry.get("ratios") or {}
+        ax2.set_title(f"builtin/kcm: completion time x{rt.get('completionTime')}, API calls per pod "
+                      f"x{rt.get('apiCallsPerPod')}", fontsize=9)
+        ax2.legend(fontsize=7)
+    o = result.get("options", {})
+    fig.suptitle(f"builtin Job controller vs kube-controller-manager — client QPS {o.get('qps')}, burst "
+                 f"{o.get('burst')}, {o.get('syncs')} concurrent Job syncs, {o.get('nodes')} kwok nodes", fontsize=11)
+    _footer(fig, result)
+    fig.tight_layout(rect=(0, 0.02, 1, 0.97))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,60 @@
+"""Percentiles and latency summaries (pure)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0..100) with linear interpolation between closest ranks.
+
+    This is the usual definition (numpy's default, Hyndman & Fan type 7): rank
+    ``(n - 1) * q / 100`` in the sorted sample, interpolated. ``None`` for an empty sample.
+    """
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q} outside 0..100")
+    data = sorted(v for v in values if not math.isnan(v))
+    if not data:
+        return None
+    if len(data) == 1:
+        return float(data[0])
+    rank = (len(data) - 1) * q / 100.0
+    lo = math.floor(rank)
+    hi = math.ceil(rank)
+    frac = rank - lo
+    return float(data[lo] + (data[hi] - data[lo]) * frac)
+
+
+def summarize(values: Iterable[float | None], *, digits: int = 4) -> dict[str, float | int | None]:
+    """count/min/mean/p50/p95/p99/max of the known values (``None`` entries are counted as missing)."""
+    raw = list(values)
+    data = [float(v) for v in raw if v is not None and not math.isnan(v)]
+
+    def r(x: float | None) -> float | None:
+        return None if x is None else round(x, digits)
+
+    return {
+        "count": len(data),
+        "missing": len(raw) - len(data),
+        "min": r(min(data)) if data else None,
+        "mean": r(sum(data) / len(data)) if data else None,
+        "p50": r(percentile(data, 50)),
+        "p95": r(percentile(data, 95)),
+        "p99": r(percentile(data, 99)),
+        "max": r(max(data)) if data else None,
+    }
+
+
+def rate(count: int, seconds: float | None) -> float | None:
+    """Events per second, or ``None`` when the interval is unknown or empty."""
+    if seconds is None or seconds <= 0:
+        return None
+    return count / seconds
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """``a / b`` or ``None`` when either side is unknown or ``b`` is zero."""
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
