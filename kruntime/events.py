@@ -1,20 +1,29 @@
 """Kubernetes Events on the objects we act on, written without blocking reconciles.
 
-Identical events for one object within ``dedupe_window`` are folded into a count
+Like client-go's broadcaster, events go into a bounded queue drained by one writer, so
+under load they never take more than one request slot at a time from the client's QPS
+budget that pod creates and status writes need; when the queue is full an event is
+dropped, counted (``jobmirror_runtime_events_dropped_total``) and logged, never waited
+for. Identical events for one object within ``dedupe_window`` are folded into a count
 patch, the way client-go's correlator keeps a hot loop from flooding etcd.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from datetime import UTC, datetime
 
+from kruntime import metrics
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import EVENTS, Obj
 
 log = logging.getLogger(__name__)
+
+#: client-go's broadcaster queue length (``maxQueuedEvents``)
+MAX_QUEUED_EVENTS = 1000
 
 
 def now_rfc3339() -> str:
@@ -22,24 +31,68 @@ def now_rfc3339() -> str:
 
 
 class EventRecorder:
-    def __init__(self, client: ClusterClient, component: str, *, dedupe_window: float = 600.0) -> None:
+    def __init__(
+        self, client: ClusterClient, component: str, *, dedupe_window: float = 600.0,
+        max_queued: int = MAX_QUEUED_EVENTS, writers: int = 1,
+    ) -> None:
         self.client = client
         self.component = component
         self.dedupe_window = dedupe_window
+        self.max_queued = max_queued
+        self.writers = writers
+        self.dropped = 0
         self._seen: dict[tuple[str, str, str, str], tuple[float, str, int]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._queue: asyncio.Queue[tuple[Obj, str, str, str]] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._last_drop_log = 0.0
 
     def event(self, obj: Obj, etype: str, reason: str, message: str) -> None:
-        """Record asynchronously; failures are logged, never raised into the caller."""
-        log.info("event %s %s on %s/%s: %s", etype, reason, obj.get("metadata", {}).get("namespace"),
-                 obj.get("metadata", {}).get("name"), message)
-        task = asyncio.get_running_loop().create_task(self._write(obj, etype, reason, message))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        """Queue an event; failures and drops are logged and counted, never raised into the caller."""
+        md = obj.get("metadata", {})
+        log.info("event %s %s on %s/%s: %s", etype, reason, md.get("namespace"), md.get("name"), message)
+        if self._queue is None:
+            self._queue = asyncio.Queue(self.max_queued)
+        if not self._tasks:
+            loop = asyncio.get_running_loop()
+            self._tasks = [loop.create_task(self._drain(), name=f"events-{self.component}-{i}")
+                           for i in range(self.writers)]
+        try:
+            self._queue.put_nowait((obj, etype, reason, message))
+        except asyncio.QueueFull:
+            self.dropped += 1
+            metrics.EVENTS_DROPPED.labels(self.client.name).inc()
+            now = time.monotonic()
+            if now - self._last_drop_log > 10.0:
+                self._last_drop_log = now
+                log.warning("event queue for %s full (%d queued): dropping events; %d dropped so far "
+                            "(this one: %s on %s/%s)", self.client.name, self.max_queued, self.dropped, reason,
+                            md.get("namespace"), md.get("name"))
 
-    async def flush(self) -> None:
-        if self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+    async def _drain(self) -> None:
+        assert self._queue is not None
+        while True:
+            item = await self._queue.get()
+            try:
+                await self._write(*item)
+            except Exception:  # one bad event must not stop the writer
+                log.exception("writing event %s failed", item[2])
+            finally:
+                self._queue.task_done()
+
+    async def flush(self, timeout: float = 10.0) -> None:
+        """Write what is queued (up to ``timeout`` seconds), then stop the writers."""
+        if self._queue is not None and self._tasks:
+            try:
+                await asyncio.wait_for(self._queue.join(), timeout)
+            except TimeoutError:
+                log.warning("%d events still queued after %.0fs at shutdown; not written",
+                            self._queue.qsize(), timeout)
+        tasks, self._tasks = self._tasks, []
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
 
     async def _write(self, obj: Obj, etype: str, reason: str, message: str) -> None:
         md = obj.get("metadata", {})

@@ -77,8 +77,10 @@ class MirrorController:
         self.jobs.add_handler(self._on_manager_job)
         for w in self.workers.values():
             w.informer.add_handler(self._on_remote_job)
-        self.reconciler = Reconciler(cfg, self.manager, self.jobs, self.workers,
-                                     EventRecorder(self.manager, "jobmirror"), policy_for(cfg.placement.value))
+        # Four event writers: two events per Job (Dispatched, RemoteDeleted) at dispatch rate.
+        recorder = EventRecorder(self.manager, "jobmirror", writers=4)
+        self.reconciler = Reconciler(cfg, self.manager, self.jobs, self.workers, recorder,
+                                     policy_for(cfg.placement.value))
 
     def _on_manager_job(self, etype: str, old: Obj | None, new: Obj) -> None:
         if claims(new, self.cfg):
