@@ -57,3 +57,27 @@ def split_key(key: str) -> tuple[str | None, str]:
 def meta(obj: Obj) -> Obj:
     md: Obj = obj.setdefault("metadata", {})
     return md
+
+
+_VOLATILE_METADATA = ("resourceVersion", "managedFields")
+
+
+def status_only_change(old: Obj, new: Obj) -> bool:
+    """True when an update touched nothing but ``status`` (and the bookkeeping metadata it bumps).
+
+    Controllers that are the sole status writer of an object skip such events: they come
+    from their own writes, which the writing pass has already acted on.
+    """
+    if set(old) - {"status"} != set(new) - {"status"}:
+        return False
+    for k in new:
+        if k == "status":
+            continue
+        if k == "metadata":
+            om = {m: v for m, v in (old.get("metadata") or {}).items() if m not in _VOLATILE_METADATA}
+            nm = {m: v for m, v in (new.get("metadata") or {}).items() if m not in _VOLATILE_METADATA}
+            if om != nm:
+                return False
+        elif old.get(k) != new[k]:
+            return False
+    return True

@@ -18,7 +18,7 @@ from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeco
 from kruntime.events import EventRecorder
 from kruntime.httpserver import HealthServer
 from kruntime.informer import Informer
-from kruntime.resources import JOBS, NAMESPACES, Obj, key_of
+from kruntime.resources import JOBS, NAMESPACES, Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc
 from mirror.config import Config
@@ -83,8 +83,11 @@ class MirrorController:
                                      policy_for(cfg.placement.value))
 
     def _on_manager_job(self, etype: str, old: Obj | None, new: Obj) -> None:
-        if claims(new, self.cfg):
-            self.queue.add(key_of(new))
+        if not claims(new, self.cfg):
+            return
+        if etype == "MODIFIED" and old is not None and status_only_change(old, new):
+            return  # our own status write: the pass that wrote it acted on it (resync covers others)
+        self.queue.add(key_of(new))
 
     def _on_remote_job(self, etype: str, old: Obj | None, new: Obj) -> None:
         key = WorkerCluster.manager_key_of(new)

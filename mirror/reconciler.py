@@ -118,10 +118,7 @@ class Reconciler:
         if job["metadata"].get("deletionTimestamp"):
             return await self._finalize(job, copies)
         if is_finished(job):
-            if self.cfg.keep_finished_remote:
-                await self._drop_finalizer(job)
-                return None
-            return await self._finalize(job, copies)
+            return await self._finish(job, copies)
 
         if any(name != placement.worker for name in copies):
             confirmed = await self._confirm_placement(job, copies)
@@ -163,7 +160,11 @@ class Reconciler:
             remote = await self._remote_call(
                 worker, worker.client.patch(JOBS, remote["metadata"]["namespace"], remote["metadata"]["name"], patch)
             )
-        await self._write_status(job, remote)
+        job = await self._write_status(job, remote)
+        if is_finished(job):
+            # Finish in this pass: the status write's own watch event is not waited for
+            # (status-only manager events are not enqueued, see controller.py).
+            return await self._finish(job, copies | {worker.name: remote})
         return self.cfg.resync_period
 
     # -- placement ------------------------------------------------------------------------
@@ -390,6 +391,12 @@ class Reconciler:
         await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
             "resourceVersion": md["resourceVersion"], "finalizers": [f for f in fins if f != FINALIZER]}})
 
+    async def _finish(self, job: Obj, copies: dict[str, Obj]) -> float | None:
+        if self.cfg.keep_finished_remote:
+            await self._drop_finalizer(job)
+            return None
+        return await self._finalize(job, copies)
+
     async def _finalize(self, job: Obj, copies: dict[str, Obj]) -> float | None:
         """Delete every copy we know of, then release the manager Job's finalizer.
 
@@ -426,14 +433,15 @@ class Reconciler:
         await self._drop_finalizer(job)
         return None
 
-    async def _write_status(self, job: Obj, remote: Obj | None) -> None:
+    async def _write_status(self, job: Obj, remote: Obj | None) -> Obj:
+        """The manager Job after the write (``job`` itself when nothing changed)."""
         desired = desired_manager_status(job, remote, self.now())
         if not status_differs(job.get("status") or {}, desired):
-            return
+            return job
         md = job["metadata"]
         body = {**job, "status": desired}
         try:
-            await self.manager.replace(JOBS, md["namespace"], md["name"], body, subresource="status")
+            written = await self.manager.replace(JOBS, md["namespace"], md["name"], body, subresource="status")
         except ApiError as exc:
             if exc.conflict:
                 metrics.STATUS_WRITES.labels("conflict").inc()
@@ -448,6 +456,7 @@ class Reconciler:
                 metrics.STATUS_WRITES.labels("error").inc()
             raise
         metrics.STATUS_WRITES.labels("ok").inc()
+        return written
 
 
 def manager_key_for_remote(remote: Obj) -> str | None:

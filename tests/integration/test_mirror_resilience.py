@@ -95,7 +95,7 @@ async def test_lagging_manager_cache_never_deletes_the_copy_just_created(
             return snap if time.monotonic() - t < 3.0 else obj
 
         monkeypatch.setattr(informer, "get", lagging_get)
-        created = await env.create(make_job("lagged", duration_ms=1500))
+        created = await env.create(make_job("lagged", duration_ms=5000))
         uid = created["metadata"]["uid"]
         copies = await wait_for(lambda: env.copies(uid), timeout=30, what="copy")
         (worker, first_copy), = copies.items()
