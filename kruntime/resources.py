@@ -81,3 +81,16 @@ def status_only_change(old: Obj, new: Obj) -> bool:
         elif old.get(k) != new[k]:
             return False
     return True
+
+
+def is_newer(a: Obj, b: Obj) -> bool:
+    """True when ``a`` is a later version of the same object than ``b``.
+
+    resourceVersions are opaque by contract, but every kube-apiserver serves etcd
+    revisions, which grow; anything else counts as "not newer", so callers fall back to
+    their cache.
+    """
+    try:
+        return int(a["metadata"]["resourceVersion"]) > int(b["metadata"]["resourceVersion"])
+    except (KeyError, TypeError, ValueError):
+        return False

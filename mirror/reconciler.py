@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import EventRecorder
 from kruntime.informer import Informer
-from kruntime.resources import JOBS, NAMESPACES, Obj, split_key
+from kruntime.resources import JOBS, NAMESPACES, Obj, is_newer, key_of, split_key
 from mirror import metrics
 from mirror.config import Config, MissingNamespace
 from mirror.naming import (
@@ -86,13 +86,15 @@ class Reconciler:
         self.now = now
         #: dispatches not yet visible in a worker's cache, so placement sees them at once
         self._pending: dict[str, set[str]] = {name: set() for name in workers}
+        #: manager Jobs as our own last write (or live read) returned them, until the cache catches up
+        self._latest: dict[str, Obj] = {}
         #: manager uids whose create we sent to a worker (answered or not)
         self._attempted: dict[str, set[str]] = {name: set() for name in workers}
 
     # -- entry point ----------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> float | None:
-        job = self.jobs.get(key)
+        job = self._fresher(key, self.jobs.get(key))
         if job is None or not claims(job, self.cfg):
             return None
         with metrics.SYNC_LATENCY.time():
@@ -167,6 +169,27 @@ class Reconciler:
             return await self._finish(job, copies | {worker.name: remote})
         return self.cfg.resync_period
 
+    # -- read-your-writes ------------------------------------------------------------------
+
+    def _remember(self, job: Obj) -> Obj:
+        self._latest[key_of(job)] = job
+        return job
+
+    def _fresher(self, key: str, cached: Obj | None) -> Obj | None:
+        """The cached Job, unless our own last write or read of it is newer than the cache.
+
+        The informer delivers our writes a few milliseconds late; a pass that ran on the
+        older copy could re-create a copy we just deleted, or delete one we just placed.
+        """
+        latest = self._latest.get(key)
+        if latest is None:
+            return cached
+        if cached is None or cached["metadata"].get("uid") != latest["metadata"].get("uid") \
+                or not is_newer(latest, cached):
+            del self._latest[key]  # gone, replaced, or the cache has caught up
+            return cached
+        return latest
+
     # -- placement ------------------------------------------------------------------------
 
     def _placement(self, job: Obj) -> Placement:
@@ -185,7 +208,7 @@ class Reconciler:
         """
         md = job["metadata"]
         try:
-            fresh = await self.manager.get(JOBS, md["namespace"], md["name"])
+            fresh = self._remember(await self.manager.get(JOBS, md["namespace"], md["name"]))
         except ApiError as exc:
             if exc.not_found:
                 return None
@@ -200,9 +223,9 @@ class Reconciler:
             return fresh, placement
         adopted = live[0]
         remote_name = copies[adopted]["metadata"]["name"]
-        patched = await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
+        patched = self._remember(await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
             "resourceVersion": fresh["metadata"]["resourceVersion"],
-            "annotations": {ANNOTATION_CLUSTER: adopted, ANNOTATION_REMOTE_NAME: remote_name}}})
+            "annotations": {ANNOTATION_CLUSTER: adopted, ANNOTATION_REMOTE_NAME: remote_name}}}))
         log.info("adopted copy %s on %s for %s/%s (placement annotation was missing)", remote_name, adopted,
                  md["namespace"], md["name"])
         return patched, Placement(adopted, remote_name)
@@ -233,7 +256,7 @@ class Reconciler:
         fins = md.get("finalizers") or []
         if FINALIZER not in fins:
             meta_patch["finalizers"] = [*fins, FINALIZER]
-        patched = await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": meta_patch})
+        patched = self._remember(await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": meta_patch}))
         return patched, Placement(chosen, remote_name)
 
     def _never_sent(self, job: Obj, worker: WorkerCluster) -> bool:
@@ -380,16 +403,16 @@ class Reconciler:
         if FINALIZER in fins:
             return job
         md = job["metadata"]
-        return await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
-            "resourceVersion": md["resourceVersion"], "finalizers": [*fins, FINALIZER]}})
+        return self._remember(await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
+            "resourceVersion": md["resourceVersion"], "finalizers": [*fins, FINALIZER]}}))
 
     async def _drop_finalizer(self, job: Obj) -> None:
         fins = job["metadata"].get("finalizers") or []
         if FINALIZER not in fins:
             return
         md = job["metadata"]
-        await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
-            "resourceVersion": md["resourceVersion"], "finalizers": [f for f in fins if f != FINALIZER]}})
+        self._remember(await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
+            "resourceVersion": md["resourceVersion"], "finalizers": [f for f in fins if f != FINALIZER]}}))
 
     async def _finish(self, job: Obj, copies: dict[str, Obj]) -> float | None:
         if self.cfg.keep_finished_remote:
@@ -441,7 +464,8 @@ class Reconciler:
         md = job["metadata"]
         body = {**job, "status": desired}
         try:
-            written = await self.manager.replace(JOBS, md["namespace"], md["name"], body, subresource="status")
+            written = self._remember(
+                await self.manager.replace(JOBS, md["namespace"], md["name"], body, subresource="status"))
         except ApiError as exc:
             if exc.conflict:
                 metrics.STATUS_WRITES.labels("conflict").inc()

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from kruntime.resources import Obj, status_only_change
+from kruntime.resources import Obj, is_newer, status_only_change
 
 BASE: Obj = {
     "apiVersion": "batch/v1",
@@ -48,3 +48,19 @@ def changed(**paths: object) -> Obj:
 ])
 def test_status_only_change(name: str, new: Obj, expected: bool) -> None:
     assert status_only_change(BASE, new) is expected, name
+
+
+def rv(v: object) -> Obj:
+    return {"metadata": {"resourceVersion": v}}
+
+
+@pytest.mark.parametrize(("a", "b", "expected"), [
+    (rv("10"), rv("9"), True),  # numeric, not lexical: "10" < "9" as strings
+    (rv("9"), rv("10"), False),
+    (rv("7"), rv("7"), False),
+    (rv("abc"), rv("1"), False),  # opaque versions: never claim to be newer
+    ({"metadata": {}}, rv("1"), False),
+    (rv(None), rv("1"), False),
+])
+def test_is_newer(a: Obj, b: Obj, expected: bool) -> None:
+    assert is_newer(a, b) is expected
