@@ -110,23 +110,6 @@ class JobTrack:
                 self.outcome[name] = oc
 
 
-def _api(before: list[promtext.Sample], after: list[promtext.Sample], idle_rate: float, secs: float,
-         pods: int) -> dict[str, Any]:
-    by = promtext.counter_delta(before, after, "apiserver_request_total", ("verb", "resource", "subresource"))
-    total = sum(by.values())
-    net = max(0.0, total - idle_rate * secs)
-    lat = promtext.mean_from_histogram(before, after, "apiserver_request_duration_seconds", ("verb",),
-                                       lambda lb: lb.get("verb") not in ("WATCH", "CONNECT"))
-    return {
-        "total": int(total),
-        "perPod": round(total / pods, 3),
-        "serverMeanLatencyMsByVerb": {k[0]: round(v * 1000, 1) for k, v in sorted(lat.items())},
-        "idleRequestsPerSecond": round(idle_rate, 2),
-        "perPodExcludingIdle": round(net / pods, 3),
-        "byVerbResource": {" ".join(p for p in k if p): int(v) for k, v in sorted(by.items(), key=lambda kv: -kv[1])},
-    }
-
-
 def _client(before: list[promtext.Sample] | None, after: list[promtext.Sample] | None, name: str, by: tuple[str, ...],
             pods: int) -> dict[str, Any] | None:
     if before is None or after is None:
@@ -261,7 +244,7 @@ async def run_one(wl: Workload, kind: str, opts: BuiltinOptions, run_id: str) ->
             "apiRequests": {
                 "window": "first create → last Job Complete + 2 s",
                 "windowSeconds": round(t_after - t0, 2),
-                "server": _api(before, after, idle_rate, t_after - t0, wl.pods),
+                "server": promtext.apiserver_requests(before, after, idle_rate, t_after - t0, wl.pods, "Pod"),
                 "note": "all clients of the API server: the Job controller, kube-scheduler, kwok (pod status), the "
                         "garbage collector and this benchmark (its creates and watch) — the same set on both sides",
                 "kcmClientSide": _client(kcm_before, kcm_after, "rest_client_requests_total", ("method", "code"),

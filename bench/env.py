@@ -167,28 +167,23 @@ class ControllerProcess:
         return {"file": str(self.log_path), **summarize_log(text)}
 
 
-class Sampler:
-    """Every ``interval`` s: CPU seconds and RSS of some PIDs, and the 1-min load average."""
+class Periodic:
+    """A task that runs ``tick()`` every ``interval`` seconds between ``start`` and ``stop``."""
 
-    def __init__(self, pids: dict[str, int], interval: float = 1.0) -> None:
-        self.pids = pids
+    def __init__(self, interval: float) -> None:
         self.interval = interval
-        self.rows: list[dict[str, Any]] = []
         self.t0 = time.time()
         self._task: asyncio.Task[None] | None = None
 
-    def take(self) -> dict[str, Any]:
-        row: dict[str, Any] = {"t": round(time.time() - self.t0, 2), "load1": load()[0]}
-        for name, pid in self.pids.items():
-            s = procstat.sample(pid)
-            if s is not None:
-                row[name] = {"cpu": round(s.cpu_seconds, 2), "rssMiB": round((s.rss_kib or 0) / 1024, 1)}
-        self.rows.append(row)
-        return row
+    def since_start(self) -> float:
+        return round(time.time() - self.t0, 2)
+
+    async def tick(self) -> None:
+        raise NotImplementedError
 
     async def _loop(self) -> None:
         while True:
-            self.take()
+            await self.tick()
             await asyncio.sleep(self.interval)
 
     def start(self, t0: float | None = None) -> None:
@@ -201,6 +196,31 @@ class Sampler:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+            self._task = None
+
+
+class Sampler(Periodic):
+    """Every ``interval`` s: CPU seconds and RSS of some PIDs, and the 1-min load average."""
+
+    def __init__(self, pids: dict[str, int], interval: float = 1.0) -> None:
+        super().__init__(interval)
+        self.pids = pids
+        self.rows: list[dict[str, Any]] = []
+
+    def take(self) -> dict[str, Any]:
+        row: dict[str, Any] = {"t": self.since_start(), "load1": load()[0]}
+        for name, pid in self.pids.items():
+            s = procstat.sample(pid)
+            if s is not None:
+                row[name] = {"cpu": round(s.cpu_seconds, 2), "rssMiB": round((s.rss_kib or 0) / 1024, 1)}
+        self.rows.append(row)
+        return row
+
+    async def tick(self) -> None:
+        self.take()
+
+    async def stop(self) -> None:
+        await super().stop()
         self.take()
 
     def cpu_percent(self, name: str) -> float | None:
@@ -257,30 +277,16 @@ def kcm_metrics_url(cluster: LocalCluster) -> str | None:
     return f"https://127.0.0.1:{port}/metrics" if port else None
 
 
-class RequestRateTimeline:
+class RequestRateTimeline(Periodic):
     """Scrape a controller's client-side request counter every ``interval`` s (total over all labels)."""
 
     def __init__(self, url: str, metric: str, interval: float = 2.0) -> None:
+        super().__init__(interval)
         self.url = url
         self.metric = metric
-        self.interval = interval
         self.rows: list[tuple[float, int]] = []
-        self.t0 = time.time()
-        self._task: asyncio.Task[None] | None = None
 
-    async def _loop(self) -> None:
-        while True:
-            m = await http_metrics(self.url)
-            if m is not None:
-                self.rows.append((round(time.time() - self.t0, 2), int(promtext.total(m, self.metric))))
-            await asyncio.sleep(self.interval)
-
-    def start(self, t0: float) -> None:
-        self.t0 = t0
-        self._task = asyncio.create_task(self._loop())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    async def tick(self) -> None:
+        m = await http_metrics(self.url)
+        if m is not None:
+            self.rows.append((self.since_start(), int(promtext.total(m, self.metric))))

@@ -160,24 +160,6 @@ def _diffs(pairs: list[tuple[float | None, float | None]]) -> list[float | None]
     return [None if a is None or b is None else b - a for a, b in pairs]
 
 
-def _api_block(before: list[promtext.Sample], after: list[promtext.Sample], idle_rate: float, seconds: float,
-               jobs: int) -> dict[str, Any]:
-    by = promtext.counter_delta(before, after, "apiserver_request_total", ("verb", "resource", "subresource"))
-    total = sum(by.values())
-    net = max(0.0, total - idle_rate * seconds)
-    top = sorted(by.items(), key=lambda kv: -kv[1])
-    lat = promtext.mean_from_histogram(before, after, "apiserver_request_duration_seconds", ("verb",),
-                                       lambda lb: lb.get("verb") not in ("WATCH", "CONNECT"))
-    return {
-        "total": int(total),
-        "perJob": round(total / jobs, 2),
-        "serverMeanLatencyMsByVerb": {k[0]: round(v * 1000, 1) for k, v in sorted(lat.items())},
-        "idleRequestsPerSecond": round(idle_rate, 2),
-        "perJobExcludingIdle": round(net / jobs, 2),
-        "byVerbResource": {" ".join(p for p in k if p): int(v) for k, v in top},
-    }
-
-
 def _client_side(before: list[promtext.Sample] | None, after: list[promtext.Sample] | None,
                  jobs: int) -> dict[str, Any] | None:
     if before is None or after is None:
@@ -219,40 +201,26 @@ def _controller_counters(before: list[promtext.Sample] | None, after: list[promt
     }
 
 
-class MetricsTimeline:
+class MetricsTimeline(env.Periodic):
     """Scrape the controller's /metrics every ``interval`` s: request counts, queue depth, reconciles."""
 
     def __init__(self, ctrl: env.ControllerProcess, interval: float = 2.0) -> None:
+        super().__init__(interval)
         self.ctrl = ctrl
-        self.interval = interval
         self.rows: list[dict[str, Any]] = []
-        self.t0 = time.time()
-        self._task: asyncio.Task[None] | None = None
 
-    async def _loop(self) -> None:
-        while True:
-            m = await self.ctrl.metrics()
-            if m is not None:
-                req = promtext.grouped(m, "jobmirror_runtime_api_requests_total", ("cluster",))
-                self.rows.append({
-                    "t": round(time.time() - self.t0, 2),
-                    "requests": {k[0]: int(v) for k, v in req.items()},
-                    "queueDepth": promtext.total(m, "jobmirror_runtime_queue_depth", {"queue": "mirror"}),
-                    "reconciles": int(promtext.total(m, "jobmirror_sync_duration_seconds_count")),
-                    "queueRetries": int(promtext.total(m, "jobmirror_runtime_queue_retries_total")),
-                    "statusWritesOk": int(promtext.total(m, "jobmirror_status_writes_total", {"result": "ok"})),
-                })
-            await asyncio.sleep(self.interval)
-
-    def start(self, t0: float) -> None:
-        self.t0 = t0
-        self._task = asyncio.create_task(self._loop())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    async def tick(self) -> None:
+        m = await self.ctrl.metrics()
+        if m is not None:
+            req = promtext.grouped(m, "jobmirror_runtime_api_requests_total", ("cluster",))
+            self.rows.append({
+                "t": self.since_start(),
+                "requests": {k[0]: int(v) for k, v in req.items()},
+                "queueDepth": promtext.total(m, "jobmirror_runtime_queue_depth", {"queue": "mirror"}),
+                "reconciles": int(promtext.total(m, "jobmirror_sync_duration_seconds_count")),
+                "queueRetries": int(promtext.total(m, "jobmirror_runtime_queue_retries_total")),
+                "statusWritesOk": int(promtext.total(m, "jobmirror_status_writes_total", {"result": "ok"})),
+            })
 
 
 async def _worker_up(ctrl: env.ControllerProcess, timeout: float = 60) -> bool:
@@ -393,9 +361,10 @@ async def run_size(n: int, opts: MirrorOptions, bed: ClusterBed, clusters: dict[
         res["apiRequests"] = {
             "window": "first create → all manager Jobs Complete and every remote copy deleted (+1 s)",
             "windowSeconds": round(measured, 2),
-            "manager": _api_block(before["manager"], after["manager"], idle_rate["manager"], measured, n),
+            "manager": promtext.apiserver_requests(before["manager"], after["manager"], idle_rate["manager"],
+                                                   measured, n, "Job"),
             "managerNote": f"includes this benchmark's own {n} POST jobs and its watches",
-            **{w: _api_block(before[w], after[w], idle_rate[w], measured, n) for w in WORKERS},
+            **{w: promtext.apiserver_requests(before[w], after[w], idle_rate[w], measured, n, "Job") for w in WORKERS},
             "controllerClientSide": _client_side(ctrl_before, ctrl_after, n),
         }
         wsum = sum(res["apiRequests"][w]["total"] for w in WORKERS)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 Labels = Mapping[str, str]
 
@@ -161,3 +162,21 @@ def mean_from_histogram(before: Iterable[Sample], after: Iterable[Sample], name:
     sums = counter_delta(b, a, f"{name}_sum", by, where)
     counts = counter_delta(b, a, f"{name}_count", by, where)
     return {k: sums.get(k, 0.0) / c for k, c in counts.items() if c > 0}
+
+
+def apiserver_requests(before: list[Sample], after: list[Sample], idle_rate: float, seconds: float, units: int,
+                       unit: str) -> dict[str, Any]:
+    """An API server's ``apiserver_request_total`` between two scrapes, per Job or per Pod (``unit``)."""
+    by = counter_delta(before, after, "apiserver_request_total", ("verb", "resource", "subresource"))
+    total = sum(by.values())
+    net = max(0.0, total - idle_rate * seconds)
+    lat = mean_from_histogram(before, after, "apiserver_request_duration_seconds", ("verb",),
+                              lambda lb: lb.get("verb") not in ("WATCH", "CONNECT"))
+    return {
+        "total": int(total),
+        f"per{unit}": round(total / units, 3),
+        "serverMeanLatencyMsByVerb": {k[0]: round(v * 1000, 1) for k, v in sorted(lat.items())},
+        "idleRequestsPerSecond": round(idle_rate, 2),
+        f"per{unit}ExcludingIdle": round(net / units, 3),
+        "byVerbResource": {" ".join(p for p in k if p): int(v) for k, v in sorted(by.items(), key=lambda kv: -kv[1])},
+    }
