@@ -117,11 +117,13 @@ class MirrorController:
             spawn(w.informer.run(), f"{w.name}-informer")
             spawn(w.probe_loop(), f"{w.name}-probe")
         await self.jobs.wait_synced()
-        # Give reachable workers a moment to sync so the first placements see their load;
-        # an unreachable one must not hold up the others.
+        # Give reachable workers a moment to sync and answer a probe, so the first placements
+        # see all of them and their load (else the first Jobs all go to whichever worker
+        # answered first); an unreachable one must not hold up the others.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                asyncio.gather(*(w.informer.synced.wait() for w in self.workers.values())), 10)
+            await asyncio.wait_for(asyncio.gather(
+                *(w.informer.synced.wait() for w in self.workers.values()),
+                *(w.probed.wait() for w in self.workers.values())), 10)
         log.info("caches synced; %d claimed Jobs", sum(1 for j in self.jobs.items() if claims(j, self.cfg)))
         spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.cfg.origin, self.cfg.gc_interval), "gc")
         await self.queue.run_workers(self.cfg.workers_concurrency, self.reconciler.reconcile)

@@ -256,7 +256,15 @@ class Reconciler:
         fins = md.get("finalizers") or []
         if FINALIZER not in fins:
             meta_patch["finalizers"] = [*fins, FINALIZER]
-        patched = self._remember(await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": meta_patch}))
+        # Count it against the worker now: concurrent passes placing a burst of Jobs must
+        # see each other's choices, or they all pick the same least-loaded worker.
+        self._pending[chosen].add(md["uid"])
+        try:
+            patched = self._remember(
+                await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": meta_patch}))
+        except BaseException:
+            self._pending[chosen].discard(md["uid"])
+            raise
         return patched, Placement(chosen, remote_name)
 
     def _never_sent(self, job: Obj, worker: WorkerCluster) -> bool:

@@ -54,6 +54,8 @@ class WorkerCluster:
         self.last_error: str | None = "not probed yet"
         self.unhealthy_since: float | None = clock()
         self.in_flight = asyncio.Semaphore(max_in_flight)
+        #: set once the first probe has answered either way, so the first placements see every worker
+        self.probed = asyncio.Event()
 
     # -- cache views ------------------------------------------------------------------------
 
@@ -142,6 +144,7 @@ class WorkerCluster:
             self._set_health(False, str(exc))
         else:
             self._set_health(True, None)
+        self.probed.set()
 
     async def probe_loop(self) -> None:
         while True:

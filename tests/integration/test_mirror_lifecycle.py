@@ -150,6 +150,31 @@ async def test_suspend_mid_run_propagates_and_resumes(client_for: ClientFor, clu
         assert done["status"]["succeeded"] == 2
 
 
+async def test_a_burst_of_jobs_is_spread_over_both_workers(client_for: ClientFor, cluster: ClusterFn,
+                                                          ns: str) -> None:
+    """Jobs waiting before the controller starts are placed by concurrent passes at once;
+    least-loaded placement must see the choices made a moment earlier, not pick one worker
+    for all of them."""
+    async with mirror_env(client_for, cluster, ns) as env:
+        names = [f"burst{i}" for i in range(8)]
+        for name in names:
+            await env.create(make_job(name, duration_ms=20000))
+        await env.start()
+
+        async def all_placed() -> list[str] | None:
+            placed = []
+            for name in names:
+                j = await env.get(name)
+                w = ((j or {}).get("metadata", {}).get("annotations") or {}).get(ANNOTATION_CLUSTER)
+                if w is None:
+                    return None
+                placed.append(w)
+            return placed
+
+        placed = await wait_for(all_placed, timeout=30, what="all 8 Jobs placed")
+        assert sorted(placed.count(w) for w in ("worker-1", "worker-2")) == [4, 4], placed
+
+
 async def test_parallelism_change_propagates(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
     async with mirror_env(client_for, cluster, ns) as env:
         await env.start()
