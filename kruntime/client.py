@@ -13,11 +13,13 @@ import asyncio
 import builtins
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.config.config_exception import ConfigException
@@ -348,4 +350,56 @@ async def load_kubeconfig(path: str | Path, context: str | None = None) -> k8s_c
         raise KubeconfigError(f"kubeconfig {p}{f' (context {context})' if context else ''}: {exc}") from exc
     except Exception as exc:  # yaml errors and the like: still name the file
         raise KubeconfigError(f"kubeconfig {p}: unreadable: {type(exc).__name__}: {exc}") from exc
+    token_file = token_file_of(p, context)
+    if token_file is not None:
+        cfg.refresh_api_key_hook = TokenFileRefresher(token_file)
     return cfg
+
+
+def token_file_of(path: Path, context: str | None) -> Path | None:
+    """The ``tokenFile`` of the user the chosen context uses (relative to the kubeconfig's folder)."""
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+        ctx_name = context or doc.get("current-context")
+        ctx = next((c.get("context") or {} for c in doc.get("contexts") or [] if c.get("name") == ctx_name), {})
+        user = next((u.get("user") or {} for u in doc.get("users") or [] if u.get("name") == ctx.get("user")), {})
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    tf = user.get("tokenFile")
+    if not tf or user.get("token"):
+        return None
+    return (path.parent / tf) if not Path(tf).is_absolute() else Path(tf)
+
+
+class TokenFileRefresher:
+    """Re-read a kubeconfig's ``tokenFile`` when it changes (projected ServiceAccount tokens rotate).
+
+    kubernetes_asyncio reads ``tokenFile`` once, at load; a long-running controller would
+    keep sending the first token after the kubelet replaced it. Called before each request
+    with the Configuration; costs one ``stat`` at most every ``interval`` seconds.
+    """
+
+    def __init__(self, path: Path, interval: float = 10.0) -> None:
+        self.path = path
+        self.interval = interval
+        self._checked = 0.0
+        self._mtime: float | None = None
+
+    def __call__(self, cfg: k8s_client.Configuration, *args: Any) -> None:
+        now = time.monotonic()
+        if now - self._checked < self.interval:
+            return
+        self._checked = now
+        try:
+            mtime = self.path.stat().st_mtime
+            if mtime == self._mtime:
+                return
+            token = self.path.read_text().strip()
+        except OSError as exc:
+            log.warning("cannot re-read token file %s: %s (keeping the current token)", self.path, exc)
+            return
+        if token:
+            if self._mtime is not None:
+                log.info("token file %s changed: using the new token", self.path)
+            self._mtime = mtime
+            cfg.api_key["BearerToken"] = f"Bearer {token}"
