@@ -149,10 +149,8 @@ def desired_manager_status(manager: dict[str, Any], remote: dict[str, Any] | Non
         path = outcome.path
     finishing = rstatus is not None and outcome.terminal and path is not None
 
-    if path == _SUCCESS:
-        _success_conditions(conds, remote_conds, finishing, now_s)
-    elif path == _FAILURE:
-        _failure_conditions(conds, remote_conds, finishing, now_s)
+    if path is not None:
+        _path_conditions(conds, remote_conds, finishing, now_s, _PATHS[path])
 
     if not finishing:
         if suspended:
@@ -212,42 +210,42 @@ def _outcome(remote_conds: list[jc.Condition]) -> _Outcome:
     return _Outcome(None, False)
 
 
-def _success_conditions(conds: list[jc.Condition], remote_conds: list[jc.Condition], finishing: bool, now: str) -> None:
-    interim = _first_true(conds, jc.SUCCESS_CRITERIA_MET)
+@dataclass(frozen=True)
+class _Path:
+    """The interim condition a terminal one must follow, and what to say when a worker skipped it."""
+
+    interim: str
+    terminal: str
+    default_reason: str = ""
+    default_message: str = ""
+
+
+_PATHS = {
+    _SUCCESS: _Path(jc.SUCCESS_CRITERIA_MET, jc.COMPLETE, REASON_COMPLETIONS_REACHED, MESSAGE_COMPLETIONS_REACHED),
+    _FAILURE: _Path(jc.FAILURE_TARGET, jc.FAILED),
+}
+
+
+def _path_conditions(conds: list[jc.Condition], remote_conds: list[jc.Condition], finishing: bool, now: str,
+                     path: _Path) -> None:
+    interim = _first_true(conds, path.interim)
     if interim is None:
-        mirrored = _first_true(remote_conds, jc.SUCCESS_CRITERIA_MET)
+        mirrored = _first_true(remote_conds, path.interim)
         if mirrored is not None:
             interim = _copied(mirrored, now)
         else:
-            # Old worker: Complete (reason "" or its own) without SuccessCriteriaMet.
-            terminal = _first_true(remote_conds, jc.COMPLETE) or {}
+            # Old worker: Complete/Failed directly (reason "" or its own), without the interim condition.
+            terminal = _first_true(remote_conds, path.terminal) or {}
             interim = jc.new_condition(
-                jc.SUCCESS_CRITERIA_MET,
+                path.interim,
                 "True",
-                _text(terminal.get("reason")) or REASON_COMPLETIONS_REACHED,
-                _text(terminal.get("message")) or MESSAGE_COMPLETIONS_REACHED,
+                _text(terminal.get("reason")) or path.default_reason,
+                _text(terminal.get("message")) or path.default_message,
                 now,
             )
         _put(conds, interim)
-    if finishing and not jc.is_true(conds, jc.COMPLETE):
-        _put(conds, _terminal(jc.COMPLETE, interim, _first_true(remote_conds, jc.COMPLETE), now))
-
-
-def _failure_conditions(conds: list[jc.Condition], remote_conds: list[jc.Condition], finishing: bool, now: str) -> None:
-    interim = _first_true(conds, jc.FAILURE_TARGET)
-    if interim is None:
-        mirrored = _first_true(remote_conds, jc.FAILURE_TARGET)
-        if mirrored is not None:
-            interim = _copied(mirrored, now)
-        else:
-            # Old worker: Failed directly, without FailureTarget.
-            terminal = _first_true(remote_conds, jc.FAILED) or {}
-            interim = jc.new_condition(
-                jc.FAILURE_TARGET, "True", _text(terminal.get("reason")), _text(terminal.get("message")), now
-            )
-        _put(conds, interim)
-    if finishing and not jc.is_true(conds, jc.FAILED):
-        _put(conds, _terminal(jc.FAILED, interim, _first_true(remote_conds, jc.FAILED), now))
+    if finishing and not jc.is_true(conds, path.terminal):
+        _put(conds, _terminal(path.terminal, interim, _first_true(remote_conds, path.terminal), now))
 
 
 def _terminal(ctype: str, interim: jc.Condition, mirrored: jc.Condition | None, now: str) -> jc.Condition:
