@@ -223,12 +223,9 @@ class Reconciler:
             return fresh, placement
         adopted = live[0]
         remote_name = copies[adopted]["metadata"]["name"]
-        patched = self._remember(await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
-            "resourceVersion": fresh["metadata"]["resourceVersion"],
-            "annotations": {ANNOTATION_CLUSTER: adopted, ANNOTATION_REMOTE_NAME: remote_name}}}))
-        log.info("adopted copy %s on %s for %s/%s (placement annotation was missing)", remote_name, adopted,
+        log.info("adopting copy %s on %s for %s/%s (placement annotation was missing)", remote_name, adopted,
                  md["namespace"], md["name"])
-        return patched, Placement(adopted, remote_name)
+        return await self._record_placement(fresh, adopted, remote_name)
 
     def worker_views(self, exclude: str | None = None) -> list[WorkerView]:
         return [
@@ -245,27 +242,30 @@ class Reconciler:
             self.recorder.event(job, WARNING, "NoWorker", f"cannot dispatch: {exc}")
             return job, Placement(None, job["metadata"]["name"])
         assert chosen is not None
-        w = self.workers[chosen]
         name = job["metadata"]["name"]
-        remote_name = derived_remote_name(name, self.cfg.origin) if w.is_manager else name
+        remote_name = derived_remote_name(name, self.cfg.origin) if self.workers[chosen].is_manager else name
+        uid = job["metadata"]["uid"]
+        # Count it against the worker now: concurrent passes placing a burst of Jobs must
+        # see each other's choices, or they all pick the same least-loaded worker.
+        self._pending[chosen].add(uid)
+        try:
+            return await self._record_placement(job, chosen, remote_name)
+        except BaseException:
+            self._pending[chosen].discard(uid)
+            raise
+
+    async def _record_placement(self, job: Obj, worker: str, remote_name: str) -> tuple[Obj, Placement]:
+        """One write records the placement and, if missing, the finalizer (resourceVersion precondition)."""
         md = job["metadata"]
         meta_patch: Obj = {
             "resourceVersion": md["resourceVersion"],
-            "annotations": {ANNOTATION_CLUSTER: chosen, ANNOTATION_REMOTE_NAME: remote_name},
+            "annotations": {ANNOTATION_CLUSTER: worker, ANNOTATION_REMOTE_NAME: remote_name},
         }
         fins = md.get("finalizers") or []
         if FINALIZER not in fins:
             meta_patch["finalizers"] = [*fins, FINALIZER]
-        # Count it against the worker now: concurrent passes placing a burst of Jobs must
-        # see each other's choices, or they all pick the same least-loaded worker.
-        self._pending[chosen].add(md["uid"])
-        try:
-            patched = self._remember(
-                await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": meta_patch}))
-        except BaseException:
-            self._pending[chosen].discard(md["uid"])
-            raise
-        return patched, Placement(chosen, remote_name)
+        patched = self._remember(await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": meta_patch}))
+        return patched, Placement(worker, remote_name)
 
     def _never_sent(self, job: Obj, worker: WorkerCluster) -> bool:
         """True when no copy can exist there: we never sent a create and its cache has none.
