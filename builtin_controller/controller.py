@@ -24,6 +24,7 @@ from builtin_controller.status import SyncContext
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import EventRecorder
 from kruntime.informer import Informer
+from kruntime.ownwrites import OwnWrites
 from kruntime.resources import JOBS, PODS, Obj, key_of
 from kruntime.workqueue import WorkQueue
 
@@ -109,9 +110,9 @@ class JobController:
         self._owned: dict[str, set[str]] = {}  # job UID -> pod keys
         self._orphans: dict[str, set[str]] = {}  # namespace -> pod keys without a controller
         self._external_logged: set[str] = set()
-        # Job key -> (resourceVersions our own status writes superseded, when): a cache
-        # still showing one of them is stale, and a sync from it would only conflict.
-        self._superseded: dict[str, tuple[set[str], float]] = {}
+        # What our own status writes returned: a cache older than that is stale, and a
+        # sync from it would only conflict.
+        self._own_writes = OwnWrites()
         self._tasks: list[asyncio.Task[None]] = []
         self._run_task: asyncio.Task[None] | None = None
         self.synced = asyncio.Event()
@@ -264,7 +265,7 @@ class JobController:
             self._enqueue_selector(new)
             self.backoff_store.remove(key)
             self.events.forget(api.uid(new))
-            self._superseded.pop(key, None)
+            self._own_writes.forget(key)
 
     def _resolve(self, namespace: str, ref: Obj) -> Obj | None:
         if ref.get("kind") != "Job":
@@ -449,13 +450,10 @@ class JobController:
     def _cache_is_stale(self, key: str, cached: Obj) -> bool:
         """The cached Job predates our own last status write (bounded: a lost event must
         not stall the Job, a conflict would then sort it out)."""
-        entry = self._superseded.get(key)
-        if entry is None:
-            return False
-        rvs, since = entry
-        if api.md(cached).get("resourceVersion") in rvs and time.monotonic() - since < STALE_CACHE_GRACE:
+        ahead = self._own_writes.ahead_of(key, cached)
+        if ahead is not None and ahead.age < STALE_CACHE_GRACE:
             return True
-        self._superseded.pop(key, None)
+        self._own_writes.forget(key)
         return False
 
     async def _sync(self, key: str, job: Obj) -> str:
@@ -831,12 +829,8 @@ class JobController:
         if st.get("failedIndexes") is None:
             st.pop("failedIndexes", None)
         body["status"] = st
-        updated = await self.client.replace(JOBS, api.namespace(job), api.name(job), body, subresource="status")
-        key = key_of(job)
-        old_rvs, _ = self._superseded.get(key, (set(), 0.0))
-        old_rvs.add(str(api.md(job).get("resourceVersion")))
-        self._superseded[key] = (old_rvs, time.monotonic())
-        return updated
+        return self._own_writes.record(
+            await self.client.replace(JOBS, api.namespace(job), api.name(job), body, subresource="status"))
 
     def _record_finished(self, job: Obj, cond: Obj) -> None:
         mode = api.completion_mode(job)

@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import EventRecorder
 from kruntime.informer import Informer
-from kruntime.resources import JOBS, NAMESPACES, Obj, is_newer, key_of, split_key
+from kruntime.ownwrites import OwnWrites
+from kruntime.resources import JOBS, NAMESPACES, Obj, split_key
 from mirror import metrics
 from mirror.config import Config, MissingNamespace
 from mirror.naming import (
@@ -87,7 +88,7 @@ class Reconciler:
         #: dispatches not yet visible in a worker's cache, so placement sees them at once
         self._pending: dict[str, set[str]] = {name: set() for name in workers}
         #: manager Jobs as our own last write (or live read) returned them, until the cache catches up
-        self._latest: dict[str, Obj] = {}
+        self._own = OwnWrites()
         #: manager uids whose create we sent to a worker (answered or not)
         self._attempted: dict[str, set[str]] = {name: set() for name in workers}
 
@@ -172,8 +173,7 @@ class Reconciler:
     # -- read-your-writes ------------------------------------------------------------------
 
     def _remember(self, job: Obj) -> Obj:
-        self._latest[key_of(job)] = job
-        return job
+        return self._own.record(job)
 
     def _fresher(self, key: str, cached: Obj | None) -> Obj | None:
         """The cached Job, unless our own last write or read of it is newer than the cache.
@@ -181,14 +181,8 @@ class Reconciler:
         The informer delivers our writes a few milliseconds late; a pass that ran on the
         older copy could re-create a copy we just deleted, or delete one we just placed.
         """
-        latest = self._latest.get(key)
-        if latest is None:
-            return cached
-        if cached is None or cached["metadata"].get("uid") != latest["metadata"].get("uid") \
-                or not is_newer(latest, cached):
-            del self._latest[key]  # gone, replaced, or the cache has caught up
-            return cached
-        return latest
+        ahead = self._own.ahead_of(key, cached)
+        return ahead.obj if ahead is not None else cached
 
     # -- placement ------------------------------------------------------------------------
 

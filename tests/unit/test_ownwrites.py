@@ -1,0 +1,41 @@
+"""kruntime.ownwrites: when a controller trusts its own last write over the informer cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from kruntime.ownwrites import OwnWrites
+from kruntime.resources import Obj
+
+
+def job(rv: str, uid: str = "u1") -> Obj:
+    return {"metadata": {"namespace": "n", "name": "j", "uid": uid, "resourceVersion": rv}}
+
+
+@pytest.mark.parametrize(("name", "cached", "ahead", "kept"), [
+    ("cache older than our write", job("9"), True, True),
+    ("cache at our write", job("10"), False, False),
+    ("cache past our write", job("12"), False, False),
+    ("object gone from the cache", None, False, False),
+    ("replaced by a Job with another uid", job("5", uid="u2"), False, False),
+    ("opaque resourceVersion", job("abc"), False, False),
+])
+def test_ahead_of(name: str, cached: Obj | None, ahead: bool, kept: bool) -> None:
+    now = [100.0]
+    own = OwnWrites(clock=lambda: now[0])
+    written = own.record(job("10"))
+    now[0] = 102.5
+    got = own.ahead_of("n/j", cached)
+    assert (got is not None) is ahead, name
+    if got is not None:
+        assert got.obj is written and got.age == 2.5
+    # Forgotten once the cache caught up (or the object changed identity); kept while behind.
+    assert (own.ahead_of("n/j", job("9")) is not None) is kept, name
+
+
+def test_forget_and_unknown_keys() -> None:
+    own = OwnWrites()
+    assert own.ahead_of("n/j", job("1")) is None
+    own.record(job("10"))
+    own.forget("n/j")
+    assert own.ahead_of("n/j", job("9")) is None
