@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # jobmirror image: the mirror controller (entry point `jobmirror`), and the builtin Job
 # controller from the same image (`command: ["jobmirror-builtin", ...]` in a Pod spec,
 # `docker run --entrypoint jobmirror-builtin ...`).
@@ -9,8 +7,14 @@
 # Two stages: the builder installs the package and its dependencies into a venv
 # (wheels only, nothing is compiled); the final stage is the same slim Python base
 # plus that venv, a non-root user and no pip, compilers or source tree.
+#
+# PYTHON_IMAGE is the base: by default the public Python 3.11 slim image, which is what
+# you pull on a laptop. Any Debian-family image with python 3.11 (as `python`), venv and
+# useradd works: where nothing can be pulled, kindbed/images.py builds one from Debian's
+# python3 and passes --build-arg PYTHON_IMAGE=jobmirror.local/python:3.11-bookworm-r<N>.
+# No BuildKit-only syntax, so the legacy builder (DOCKER_BUILDKIT=0) builds it offline.
 
-ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -36,7 +40,7 @@ FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="jobmirror" \
       org.opencontainers.image.description="Mirror batch/v1 Jobs claimed through spec.managedBy into worker clusters"
 # A fixed numeric non-root user, so the kubelet can verify runAsNonRoot; no home, no shell.
-RUN python -m pip uninstall -y pip setuptools wheel \
+RUN if python -m pip --version >/dev/null 2>&1; then python -m pip uninstall -y pip setuptools wheel; fi \
  && groupadd --system --gid 65532 jobmirror \
  && useradd --system --uid 65532 --gid 65532 --home-dir /nonexistent --no-create-home \
         --shell /usr/sbin/nologin jobmirror

@@ -24,6 +24,8 @@ from pathlib import Path
 from clusterbed import versions
 
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+#: What a kind node image adds (kindbed/images.py).
+KUBE_NODE_COMMANDS = ("kubelet", "kubeadm", "kube-proxy")
 
 
 class BuildError(RuntimeError):
@@ -151,9 +153,15 @@ def _install(work: Path, dest: Path, names: tuple[str, ...]) -> None:
     tmp.rename(dest)
 
 
-def build_kubernetes(kube_version: str) -> Path:
-    dest = _bin_dir("kubernetes", kube_version)
-    if _have(dest, KUBE_COMMANDS):
+def _build_kube_commands(kube_version: str, component: str, commands: tuple[str, ...]) -> Path:
+    """Build ``commands`` of ``k8s.io/kubernetes`` into ``<cache>/bin/<component>-<version>/``.
+
+    Every Kubernetes command is built from the one scratch module per version, so the
+    control-plane binaries of the bed and the node binaries of the kind image share
+    go.sum, the Go build cache and the version stamp.
+    """
+    dest = _bin_dir(component, kube_version)
+    if _have(dest, commands):
         return dest
     versions.cache_root().mkdir(parents=True, exist_ok=True)
     minor = kube_version.split(".", 1)[1]
@@ -163,26 +171,49 @@ def build_kubernetes(kube_version: str) -> Path:
         {"k8s.io/kubernetes": f"v{kube_version}"},
         {m: f"v0.{minor}" for m in staging},
     )
-    label = f"kubernetes v{kube_version}"
+    label = f"{component} v{kube_version} ({', '.join(commands)})"
     (work / "out").mkdir(exist_ok=True)
     # -mod=mod lets go resolve and record the full module graph on the first build.
-    pkgs = [f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]
+    pkgs = [f"k8s.io/kubernetes/cmd/{c}" for c in commands]
     flags = ["-mod=mod", "-v", "-trimpath", "-ldflags", _ldflags_kube(kube_version)]
     _run_go(["build", *flags, "-o", "out/", *pkgs], work, label)
-    _install(work, dest, KUBE_COMMANDS)
+    _install(work, dest, commands)
     return dest
+
+
+def build_kubernetes(kube_version: str) -> Path:
+    return _build_kube_commands(kube_version, "kubernetes", KUBE_COMMANDS)
+
+
+def build_kubernetes_node(kube_version: str) -> Path:
+    """kubelet, kubeadm and kube-proxy: what a kind node image needs beyond the control plane."""
+    return _build_kube_commands(kube_version, "kubernetes-node", KUBE_NODE_COMMANDS)
+
+
+def build_go_tool(name: str, module: str, version: str, package: str, *, ldflags: str = "-s -w",
+                  source: Path | None = None) -> Path:
+    """Build one command of a Go module at a pinned version into ``<cache>/bin/<name>-<version>/<name>``.
+
+    ``go install pkg@version`` is not used: the module proxy here refuses the ``@v/list``
+    lookup it makes. A scratch module that requires the version works. ``source`` is a
+    directory of our own Go files to build instead of a module from the proxy.
+    """
+    dest = _bin_dir(name, version)
+    if _have(dest, (name,)):
+        return dest / name
+    work = _scratch_module(f"{name}-{version}", {module: f"v{version}"} if source is None else {}, {})
+    if source is not None:
+        for f in source.glob("*.go"):
+            shutil.copy(f, work / f.name)
+    (work / "out").mkdir(exist_ok=True)
+    _run_go(["build", "-mod=mod", "-v", "-trimpath", "-ldflags", ldflags, "-o", f"out/{name}", package],
+            work, f"{name} {version}")
+    _install(work, dest, (name,))
+    return dest / name
 
 
 def build_etcd(etcd_version: str) -> Path:
-    dest = _bin_dir("etcd", etcd_version)
-    if _have(dest, ("etcd",)):
-        return dest
-    work = _scratch_module(f"etcd-{etcd_version}", {"go.etcd.io/etcd/server/v3": f"v{etcd_version}"}, {})
-    (work / "out").mkdir(exist_ok=True)
-    _run_go(["build", "-mod=mod", "-v", "-trimpath", "-ldflags", "-s -w", "-o", "out/etcd",
-             "go.etcd.io/etcd/server/v3"], work, f"etcd v{etcd_version}")
-    _install(work, dest, ("etcd",))
-    return dest
+    return build_go_tool("etcd", "go.etcd.io/etcd/server/v3", etcd_version, "go.etcd.io/etcd/server/v3").parent
 
 
 def build_kwok(kwok_version: str) -> Path:

@@ -26,3 +26,13 @@ def cache_root() -> Path:
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "jobmirror"
     )
     return Path(base)
+
+# -- the kind tier (kindbed/): node image, kind itself and the node's tools ------------------
+#: kind, built from its Go module (its images/base files are the node image's layout).
+KIND_VERSION = "0.33.0"
+#: crictl in the node image (v1.35.0 is not served by the module proxy; v1.36.0 is).
+CRICTL_VERSION = "1.36.0"
+#: CoreDNS image built from its Go module, tagged as kubeadm asks for it.
+COREDNS_VERSION = "1.13.1"
+#: Bump when the node/base image recipe (kindbed/images.py) changes in a way that needs a rebuild.
+KIND_IMAGE_RECIPE = "1"

@@ -8,6 +8,7 @@ from the bed of tests/ so no other test's controller can touch the manager;
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import time
@@ -51,7 +52,7 @@ async def e2e_env(request: pytest.FixtureRequest) -> AsyncIterator[E2EEnv]:
     """Clusters up and deploy/ applied (local), or the deployed kind clusters; no controller yet."""
     keep = os.environ.get("JOBMIRROR_E2E_KEEP") == "1"
     try:
-        env = await (harness.bring_up_local(keep) if _provider() == "local" else harness.bring_up_kind())
+        env = await (harness.bring_up_local(keep) if _provider() == "local" else harness.bring_up_kind(keep))
     except BaseException as exc:
         STATE.setup_error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
         raise
@@ -65,9 +66,15 @@ async def e2e_env(request: pytest.FixtureRequest) -> AsyncIterator[E2EEnv]:
         failed = request.session.testsfailed > 0
         if keep and env.bed is not None:
             log(f"JOBMIRROR_E2E_KEEP=1: clusters left running under {env.bed.workdir}; files in {env.workdir}")
+        elif keep and env.kind is not None:
+            log(f"JOBMIRROR_E2E_KEEP=1: kind clusters {env.kind.clusters} left running; attach with "
+                f"JOBMIRROR_E2E_KIND_WORKDIR={env.kind.workdir}; delete with python -m kindbed down --stop-engine")
         else:
             if env.bed is not None:
                 env.bed.down()
+            if env.kind is not None and failed:
+                log("kind: controller diagnostics before the clusters go:\n" + env.kind_diagnostics())
+            await asyncio.to_thread(harness.take_down_kind, env)
             if failed:
                 log(f"files kept for inspection (controller log, config, kubeconfigs): {env.workdir}")
             else:

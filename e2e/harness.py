@@ -25,6 +25,7 @@ Two providers (``JOBMIRROR_E2E_PROVIDER``):
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import shutil
 import signal
@@ -68,6 +69,7 @@ ANNOTATION_PIN = "jobmirror.dev/pin-cluster"
 FINALIZER = "jobmirror.dev/cleanup"
 KWOK_OUTCOME = "jobmirror.dev/kwok-outcome"
 KWOK_DURATION = "jobmirror.dev/kwok-duration"  # Go duration (config/kwok-stages.yaml)
+KWOK_EXIT_CODE = "jobmirror.dev/kwok-exit-code"
 
 SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
@@ -203,6 +205,8 @@ class E2EEnv:
     controller: ControllerProcess | None = None
     controller_config: Path | None = None
     bed: Any = None
+    kind: Any = None  # kindbed.clusters.KindDeployment (provider kind)
+    kind_owned: bool = False  # this session brought the kind clusters up (and takes them down)
     _clients: list[ClusterClient] = field(default_factory=list)
 
     def kubectl_for(self, worker: str) -> Kubectl:
@@ -225,6 +229,14 @@ class E2EEnv:
                                   namespace=SYSTEM_NS, sa=WORKER_SA)
         self._clients.append(c)
         return c
+
+    def kind_diagnostics(self) -> str:
+        """The deployed controller's pods, events and logs (provider kind)."""
+        from kindbed import clusters as kind_clusters
+
+        dep = self.kind
+        k = kind_clusters.Kind(Path(dep.kind), Path(dep.kubectl), Path(dep.workdir))
+        return kind_clusters.diagnostics(k, dep.manager_cluster)
 
     def controller_log_tail(self, lines: int = 80) -> str:
         if self.controller is not None:
@@ -424,16 +436,21 @@ async def wait_for_leader(env: E2EEnv, timeout: float = 60) -> str:
     return str(await wait_for(holder, timeout=timeout, what=f"Lease {SYSTEM_NS}/{LEASE_NAME} to have a holder"))
 
 
-async def bring_up_kind() -> E2EEnv:
-    """Provider kind: everything is deployed already; read the kubeconfigs from the environment."""
-    def need(var: str) -> str:
-        val = os.environ.get(var, "")
-        if not val:
-            raise AssertionError(f"provider kind needs {var} (e2e/kind/run.sh sets it)")
-        return val
+async def bring_up_kind(keep: bool = False) -> E2EEnv:
+    """Provider kind: attach to a deployment (``JOBMIRROR_E2E_KIND_WORKDIR`` with a deployment.json,
+    e.g. from ``python -m kindbed up``), or bring one up here with kindbed and own it."""
+    from kindbed import clusters as kind_clusters
 
-    mgr_kc = Path(need("JOBMIRROR_E2E_MANAGER_KUBECONFIG"))
-    kubectl_bin = os.environ.get("JOBMIRROR_E2E_KUBECTL", "kubectl")
+    attach = os.environ.get("JOBMIRROR_E2E_KIND_WORKDIR", "")
+    if attach:
+        dep = kind_clusters.KindDeployment.load(Path(attach))
+        owned = False
+        log(f"attached to the kind deployment in {attach} (left running afterwards)")
+    else:
+        opts = kind_clusters.KindOptions(workers=int(os.environ.get("JOBMIRROR_E2E_KIND_WORKERS", "1")))
+        dep = await asyncio.to_thread(kind_clusters.up, opts)
+        owned = True
+    mgr_kc = Path(dep.manager_kubeconfig)
     workdir = Path(tempfile.mkdtemp(prefix="jobmirror-e2e-"))
     env = E2EEnv(
         provider="kind",
@@ -441,17 +458,17 @@ async def bring_up_kind() -> E2EEnv:
         manager_kubeconfig=mgr_kc,
         workers={},
         worker_kubeconfigs={},
-        kubectl=Kubectl(kubectl_bin, mgr_kc),
-        kubectl_binary=kubectl_bin,
-        kustomization=Path(os.environ.get("JOBMIRROR_E2E_KUSTOMIZATION", str(DEPLOY))).resolve(),
-        manager_worker=os.environ.get("JOBMIRROR_E2E_MANAGER_WORKER", ""),
-        pod_image=os.environ.get("JOBMIRROR_E2E_POD_IMAGE", "jobmirror:e2e"),
+        kubectl=Kubectl(dep.kubectl, mgr_kc),
+        kubectl_binary=dep.kubectl,
+        kustomization=Path(dep.kustomization),
+        manager_worker=dep.manager_worker,
+        pod_image=dep.workload_image,
         workdir=workdir,
+        timings=list(dep.timings),
+        kind=dep,
+        kind_owned=owned,
     )
-    for item in need("JOBMIRROR_E2E_WORKERS").split(","):
-        name, _, path = item.strip().partition("=")
-        if not name or not path:
-            raise AssertionError(f"JOBMIRROR_E2E_WORKERS: expected name=kubeconfig, got {item!r}")
+    for name, path in dep.worker_kubeconfigs.items():
         env.worker_kubeconfigs[name] = Path(path)
         env.workers[name] = (env.manager if name == env.manager_worker
                              else await ClusterClient.from_kubeconfig(name, Path(path), qps=0))
@@ -467,6 +484,17 @@ async def bring_up_kind() -> E2EEnv:
     await asyncio.to_thread(dry_run_all)
     _timed(env.timings, "server-side dry runs of the deployed kustomizations", t0)
     return env
+
+
+def take_down_kind(env: E2EEnv) -> None:
+    """Delete the kind clusters this session made and stop the engine if it is ours."""
+    from kindbed import clusters as kind_clusters
+
+    dep = env.kind
+    if dep is None or not env.kind_owned:
+        return
+    opts = kind_clusters.KindOptions(prefix=dep.prefix, workers=len(dep.worker_clusters), workdir=Path(dep.workdir))
+    kind_clusters.down(opts, stop_engine=dep.engine_started_pid is not None)
 
 
 async def check_kind_controller(env: E2EEnv) -> None:
@@ -487,10 +515,11 @@ async def check_kind_controller(env: E2EEnv) -> None:
 
 # -- Jobs for the journeys ------------------------------------------------------------------
 
+#: Shell for the workload image (busybox on kind); kwok ignores the command and reads the label.
 _SCRIPTS = {
-    "succeed": "import time; time.sleep({s})",
-    "fail": "import sys, time; time.sleep({s}); sys.exit(1)",
-    "hang": "import time; time.sleep(3600)",
+    "succeed": "sleep {s}",
+    "fail": "sleep {s}; exit {code}",
+    "hang": "sleep 3600",
 }
 
 
@@ -498,10 +527,10 @@ def job_manifest(name: str, *, image: str, outcome: str = "succeed", seconds: fl
                  parallelism: int = 1,
                  backoff_limit: int = 6, suspend: bool = False, indexed: bool = False,
                  success_policy: Obj | None = None, managed_by: str | None = CONTROLLER_NAME,
-                 pin: str | None = None) -> Obj:
+                 pin: str | None = None, exit_code: int = 1, pod_failure_policy: Obj | None = None) -> Obj:
     """A Job whose pods succeed, fail or hang: kwok stages read the label, real containers run the script."""
     labels = {} if outcome == "succeed" else {KWOK_OUTCOME: outcome}
-    annotations = {KWOK_DURATION: f"{int(seconds * 1000)}ms"}
+    annotations = {KWOK_DURATION: f"{int(seconds * 1000)}ms", KWOK_EXIT_CODE: str(exit_code)}
     spec: Obj = {
         "completions": completions,
         "parallelism": parallelism,
@@ -512,7 +541,8 @@ def job_manifest(name: str, *, image: str, outcome: str = "succeed", seconds: fl
                 "restartPolicy": "Never",
                 "terminationGracePeriodSeconds": 1,
                 "containers": [{"name": "main", "image": image, "imagePullPolicy": "IfNotPresent",
-                                "command": ["python", "-c", _SCRIPTS[outcome].format(s=seconds)]}],
+                                "command": ["sh", "-c", _SCRIPTS[outcome].format(s=max(1, math.ceil(seconds)),
+                                                                                code=exit_code)]}],
             },
         },
     }
@@ -524,6 +554,8 @@ def job_manifest(name: str, *, image: str, outcome: str = "succeed", seconds: fl
         spec["completionMode"] = "Indexed"
     if success_policy:
         spec["successPolicy"] = success_policy
+    if pod_failure_policy:
+        spec["podFailurePolicy"] = pod_failure_policy
     md: Obj = {"name": name}
     if pin:
         md["annotations"] = {ANNOTATION_PIN: pin}

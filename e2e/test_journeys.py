@@ -7,19 +7,12 @@ identity (workers); pods are run by kwok (local) or by real kubelets (kind).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import time
-import uuid
 
 import pytest
 
 from e2e.harness import (
-    ANNOTATION_CLUSTER,
-    ANNOTATION_ORIGIN_JOB,
-    FINALIZER,
-    LABEL_ORIGIN,
-    LABEL_ORIGIN_UID,
     POD_RES,
     E2EEnv,
     condition_true,
@@ -28,90 +21,20 @@ from e2e.harness import (
     parse_intervals,
     remote_copies,
 )
-from kruntime.client import ApiError
-from kruntime.resources import EVENTS, JOBS, NAMESPACES, Obj
-from kruntime.waiting import ensure_namespace, get_or_none, wait_for
+from e2e.steps import (
+    assert_sanitized_copy,
+    cleanup,
+    is_gone,
+    namespace,
+    pin_round_robin,
+    placed,
+    wait_condition,
+    wait_no_copies,
+)
+from kruntime.resources import EVENTS, JOBS, Obj
+from kruntime.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
-
-
-async def _namespace(env: E2EEnv, journey: str) -> str:
-    ns = f"e2e-{journey}-{uuid.uuid4().hex[:6]}"
-    await ensure_namespace(env.manager, ns)
-    return ns
-
-
-async def _cleanup(env: E2EEnv, ns: str) -> None:
-    """Best effort, not awaited to completion: the manager namespace, and the copies' namespaces."""
-    for client in {id(c): c for c in [env.manager, *env.workers.values()]}.values():
-        with contextlib.suppress(ApiError):
-            await client.delete(NAMESPACES, None, ns)
-
-
-def _pin(env: E2EEnv, i: int) -> str:
-    """Journeys are pinned round-robin so every worker (separate, or the manager itself) runs some."""
-    names = sorted(env.workers)
-    return names[i % len(names)]
-
-
-async def _placed(env: E2EEnv, ns: str, name: str, uid: str, timeout: float = 45,
-                  pin: str | None = None) -> tuple[Obj, str, Obj]:
-    """Wait until the manager Job carries our finalizer + placement and exactly one copy exists; return them."""
-    async def probe() -> tuple[Obj, list[tuple[str, Obj]]] | None:
-        job = await env.manager.get(JOBS, ns, name)
-        copies = await remote_copies(env, ns, uid)
-        md = job["metadata"]
-        if FINALIZER in (md.get("finalizers") or []) and ANNOTATION_CLUSTER in (md.get("annotations") or {}) and copies:
-            return job, copies
-        return None
-
-    job, copies = await wait_for(probe, timeout=timeout, what=f"{ns}/{name} dispatched to a worker")
-    assert len(copies) == 1, f"more than one copy of {ns}/{name}: {[(w, c['metadata']['name']) for w, c in copies]}"
-    worker, copy = copies[0]
-    assert job["metadata"]["annotations"][ANNOTATION_CLUSTER] == worker, (job["metadata"]["annotations"], worker)
-    if pin:
-        assert worker == pin, f"{ns}/{name} pinned to {pin} but placed on {worker}"
-    return job, worker, copy
-
-
-def _assert_sanitized_copy(env: E2EEnv, manager_job: Obj, worker: str, copy: Obj) -> None:
-    md, cmd = manager_job["metadata"], copy["metadata"]
-    uid = md["uid"]
-    if worker != env.manager_worker:
-        assert cmd["name"] == md["name"], "a copy in a separate worker keeps the Job's name"
-    else:
-        assert cmd["name"] != md["name"], "a copy in the manager itself needs a derived name"
-    assert cmd["namespace"] == md["namespace"]
-    assert "managedBy" not in copy["spec"], copy["spec"].get("managedBy")
-    assert cmd["labels"].get(LABEL_ORIGIN), cmd["labels"]
-    assert cmd["labels"].get(LABEL_ORIGIN_UID) == uid
-    assert cmd["annotations"].get(ANNOTATION_ORIGIN_JOB) == f"{md['namespace']}/{md['name']}"
-    assert cmd["uid"] != uid and not cmd.get("ownerReferences")
-    # The worker generated its own selector: nothing in the copy points at the manager Job's UID.
-    assert uid not in str(copy["spec"].get("selector")), copy["spec"].get("selector")
-    assert uid not in str(copy["spec"]["template"]["metadata"].get("labels")), copy["spec"]["template"]["metadata"]
-    assert FINALIZER not in (cmd.get("finalizers") or [])
-
-
-async def _wait_condition(env: E2EEnv, ns: str, name: str, ctype: str, timeout: float = 90) -> Obj:
-    async def probe() -> Obj | None:
-        job = await env.manager.get(JOBS, ns, name)
-        return job if condition_true(job, ctype) else None
-
-    try:
-        return await wait_for(probe, timeout=timeout, what=f"manager Job {ns}/{name} {ctype}=True")
-    except AssertionError as exc:
-        job = await get_or_none(env.manager, JOBS, ns, name)
-        copies = await remote_copies(env, ns, (job or {}).get("metadata", {}).get("uid", "-"))
-        raise AssertionError(f"{exc}\nmanager status: {(job or {}).get('status')}\n"
-                             f"copies: {[(w, c.get('status')) for w, c in copies]}") from None
-
-
-async def _wait_no_copies(env: E2EEnv, ns: str, uid: str, timeout: float = 45, what: str = "") -> None:
-    async def gone() -> bool:
-        return not await remote_copies(env, ns, uid)
-
-    await wait_for(gone, timeout=timeout, what=what or f"the copies of {ns} uid={uid} to be deleted")
 
 
 def _order(job: Obj) -> list[str]:
@@ -121,14 +44,14 @@ def _order(job: Obj) -> list[str]:
 async def test_journey_plain_job_completes(controller: E2EEnv) -> None:
     """plain Job → dispatched, runs in a worker, Complete on the manager with counters"""
     env = controller
-    ns = await _namespace(env, "plain")
+    ns = await namespace(env, "plain")
     created = await env.manager.create(JOBS, ns, job_manifest("plain", image=env.pod_image, seconds=3,
                                                                 completions=2, parallelism=2))
     uid = created["metadata"]["uid"]
-    job, worker, copy = await _placed(env, ns, "plain", uid)
-    _assert_sanitized_copy(env, job, worker, copy)
+    job, worker, copy = await placed(env, ns, "plain", uid)
+    assert_sanitized_copy(env, job, worker, copy)
 
-    done = await _wait_condition(env, ns, "plain", "Complete")
+    done = await wait_condition(env, ns, "plain", "Complete")
     st = done["status"]
     assert st.get("succeeded") == 2 and not st.get("failed") and not st.get("active"), st
     assert st.get("startTime") and st.get("completionTime"), st
@@ -137,30 +60,30 @@ async def test_journey_plain_job_completes(controller: E2EEnv) -> None:
     assert order.index("SuccessCriteriaMet") < order.index("Complete"), order
     assert not condition_true(done, "Failed")
     # Finished: the copy is deleted (keepFinishedRemote: false) and the Job keeps its final status.
-    await _wait_no_copies(env, ns, uid)
+    await wait_no_copies(env, ns, uid)
     after = await env.manager.get(JOBS, ns, "plain")
     assert after["status"]["succeeded"] == 2 and condition_true(after, "Complete")
     # Events on the manager Job (nothing else writes Events for a Job that kcm skips).
     items, _ = await env.manager.list_all(EVENTS, ns, field_selector=f"involvedObject.uid={uid}")
     assert items, "no Event recorded on the manager Job"
-    await _cleanup(env, ns)
+    await cleanup(env, ns)
 
 
 async def test_journey_indexed_job_with_success_policy(controller: E2EEnv) -> None:
     """Indexed Job with successPolicy → SuccessCriteriaMet (SuccessPolicy) + Complete"""
     env = controller
-    ns = await _namespace(env, "indexed")
+    ns = await namespace(env, "indexed")
     policy = {"rules": [{"succeededIndexes": "0-1"}]}
-    pin = _pin(env, 1)
+    pin = pin_round_robin(env, 1)
     created = await env.manager.create(JOBS, ns, job_manifest("indexed", image=env.pod_image, seconds=2, completions=4,
                                                                 parallelism=2, indexed=True, success_policy=policy,
                                                                 pin=pin))
     uid = created["metadata"]["uid"]
-    job, worker, copy = await _placed(env, ns, "indexed", uid, pin=pin)
-    _assert_sanitized_copy(env, job, worker, copy)
+    job, worker, copy = await placed(env, ns, "indexed", uid, pin=pin)
+    assert_sanitized_copy(env, job, worker, copy)
     assert copy["spec"]["successPolicy"] == policy and copy["spec"]["completionMode"] == "Indexed"
 
-    done = await _wait_condition(env, ns, "indexed", "Complete")
+    done = await wait_condition(env, ns, "indexed", "Complete")
     conds = conditions(done)
     assert conds["SuccessCriteriaMet"]["status"] == "True"
     assert conds["SuccessCriteriaMet"]["reason"] == "SuccessPolicy", conds["SuccessCriteriaMet"]
@@ -169,21 +92,21 @@ async def test_journey_indexed_job_with_success_policy(controller: E2EEnv) -> No
     assert {0, 1} <= parse_intervals(st.get("completedIndexes", "")), st
     assert st.get("succeeded", 0) >= 2 and st.get("completionTime"), st
     assert not condition_true(done, "Failed")
-    await _wait_no_copies(env, ns, uid)
-    await _cleanup(env, ns)
+    await wait_no_copies(env, ns, uid)
+    await cleanup(env, ns)
 
 
 async def test_journey_failing_job_fails(controller: E2EEnv) -> None:
     """failing Job (backoffLimit 1, pods fail) → FailureTarget then Failed on the manager"""
     env = controller
-    ns = await _namespace(env, "failing")
-    pin = _pin(env, 0)
+    ns = await namespace(env, "failing")
+    pin = pin_round_robin(env, 0)
     created = await env.manager.create(JOBS, ns, job_manifest("failing", image=env.pod_image, outcome="fail",
                                                                 completions=2, parallelism=2, backoff_limit=1, pin=pin))
     uid = created["metadata"]["uid"]
-    await _placed(env, ns, "failing", uid, pin=pin)
+    await placed(env, ns, "failing", uid, pin=pin)
 
-    done = await _wait_condition(env, ns, "failing", "Failed")
+    done = await wait_condition(env, ns, "failing", "Failed")
     conds = conditions(done)
     assert conds["FailureTarget"]["status"] == "True", conds
     assert conds["FailureTarget"]["reason"] == "BackoffLimitExceeded", conds["FailureTarget"]
@@ -192,18 +115,18 @@ async def test_journey_failing_job_fails(controller: E2EEnv) -> None:
     st = done["status"]
     assert st.get("failed", 0) >= 2 and not st.get("succeeded") and not st.get("active"), st
     assert not st.get("completionTime") and not condition_true(done, "Complete"), st
-    await _wait_no_copies(env, ns, uid)
-    await _cleanup(env, ns)
+    await wait_no_copies(env, ns, uid)
+    await cleanup(env, ns)
 
 
 async def test_journey_suspended_then_resumed(controller: E2EEnv) -> None:
     """suspended at creation → Suspended=True and no copy anywhere; resume → dispatched and Complete"""
     env = controller
-    ns = await _namespace(env, "suspend")
-    pin = _pin(env, 1)
+    ns = await namespace(env, "suspend")
+    pin = pin_round_robin(env, 1)
     created = await env.manager.create(JOBS, ns, job_manifest("suspended", image=env.pod_image, suspend=True, pin=pin))
     uid = created["metadata"]["uid"]
-    await _wait_condition(env, ns, "suspended", "Suspended", timeout=45)
+    await wait_condition(env, ns, "suspended", "Suspended", timeout=45)
     # Give the controller time to do the wrong thing: still no copy in any worker.
     t_end = time.monotonic() + 3
     while time.monotonic() < t_end:
@@ -214,23 +137,23 @@ async def test_journey_suspended_then_resumed(controller: E2EEnv) -> None:
     assert not job["status"].get("startTime"), job["status"]
 
     await env.manager.patch(JOBS, ns, "suspended", {"spec": {"suspend": False}})
-    _, _, copy = await _placed(env, ns, "suspended", uid, pin=pin)
+    _, _, copy = await placed(env, ns, "suspended", uid, pin=pin)
     assert not copy["spec"].get("suspend"), copy["spec"]
-    done = await _wait_condition(env, ns, "suspended", "Complete")
+    done = await wait_condition(env, ns, "suspended", "Complete")
     assert done["status"].get("succeeded") == 1, done["status"]
     assert not condition_true(done, "Suspended"), conditions(done).get("Suspended")
-    await _wait_no_copies(env, ns, uid)
-    await _cleanup(env, ns)
+    await wait_no_copies(env, ns, uid)
+    await cleanup(env, ns)
 
 
 async def test_journey_delete_running_job(controller: E2EEnv) -> None:
     """delete a running manager Job → its copy and the copy's pods are gone from the worker, then the Job"""
     env = controller
-    ns = await _namespace(env, "delete")
-    pin = _pin(env, 0)
+    ns = await namespace(env, "delete")
+    pin = pin_round_robin(env, 0)
     created = await env.manager.create(JOBS, ns, job_manifest("running", image=env.pod_image, outcome="hang", pin=pin))
     uid = created["metadata"]["uid"]
-    _, worker, copy = await _placed(env, ns, "running", uid, pin=pin)
+    _, worker, copy = await placed(env, ns, "running", uid, pin=pin)
     wclient = env.workers[worker]
     cname = copy["metadata"]["name"]
 
@@ -243,12 +166,12 @@ async def test_journey_delete_running_job(controller: E2EEnv) -> None:
     copy_uid = (await wclient.get(JOBS, ns, cname))["metadata"]["uid"]
 
     await env.manager.delete(JOBS, ns, "running", propagation="Background")
-    await wait_for(lambda: _is_gone(env, ns, "running"), timeout=60, what="the manager Job to be deleted")
+    await wait_for(lambda: is_gone(env, ns, "running"), timeout=60, what="the manager Job to be deleted")
     # The finalizer held the manager Job until its copy was deleted.
     leftover = [(w, c["metadata"]["name"]) for w, c in await remote_copies(env, ns, uid)
                 if not c["metadata"].get("deletionTimestamp")]
     assert not leftover, f"manager Job gone but copies remain: {leftover}"
-    await _wait_no_copies(env, ns, uid)
+    await wait_no_copies(env, ns, uid)
 
     async def pods_gone() -> bool:
         items, _ = await wclient.list_all(POD_RES, ns, label_selector=f"batch.kubernetes.io/controller-uid={copy_uid}")
@@ -256,11 +179,7 @@ async def test_journey_delete_running_job(controller: E2EEnv) -> None:
 
     # Background propagation: the worker's garbage collector removes the pods (no orphans).
     await wait_for(pods_gone, timeout=60, what=f"the copy's pods in {worker} to be deleted")
-    await _cleanup(env, ns)
-
-
-async def _is_gone(env: E2EEnv, ns: str, name: str) -> bool:
-    return await get_or_none(env.manager, JOBS, ns, name) is None
+    await cleanup(env, ns)
 
 
 async def test_controller_needed_no_more_than_its_rbac(controller: E2EEnv) -> None:

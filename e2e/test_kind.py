@@ -1,0 +1,361 @@
+"""What only real kind clusters prove: real kubelets and containers, the Deployment's own faults.
+
+Runs with ``JOBMIRROR_E2E_PROVIDER=kind`` (``make e2e-kind``; ``make test`` runs it as its
+kind tier). The order matters: the faults (leader killed, worker node stopped, rolling
+update) come last, and each leaves the deployment as it found it (2 ready replicas, every
+worker reachable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from e2e.harness import (
+    ANNOTATION_CLUSTER,
+    CONTROLLER_NAME,
+    CONTROLLER_USER,
+    DEPLOYMENT,
+    POD_RES,
+    SECRETS,
+    SYSTEM_NS,
+    E2EEnv,
+    condition_true,
+    conditions,
+    job_manifest,
+)
+from e2e.kindops import (
+    CopyRecorder,
+    controller_pods,
+    docker,
+    finished,
+    holder_pod,
+    kill_9_in_node,
+    kind,
+    lease_holder,
+    node_container,
+    wait_new_leader,
+)
+from e2e.steps import cleanup, namespace, placed, wait_condition, wait_no_copies
+from kindbed.clusters import E2E_CONFIG_OVERRIDES
+from kruntime.client import ApiError, ClusterClient
+from kruntime.resources import EVENTS, JOBS, NAMESPACES, Obj, Resource
+from kruntime.waiting import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.kind]
+
+CRONJOBS = Resource("batch", "v1", "cronjobs", "CronJob")
+#: The deployed config's leader election (deploy/manager/files/config.yaml: the defaults).
+LEASE_DURATION, RETRY_PERIOD = 15, 2
+WORKER_LOST_TIMEOUT = E2E_CONFIG_OVERRIDES["workerLostTimeout"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def _require_kind(e2e_env: E2EEnv) -> None:
+    if e2e_env.provider != "kind":
+        pytest.fail("e2e/test_kind.py needs JOBMIRROR_E2E_PROVIDER=kind (make e2e-kind)")
+
+
+@pytest.fixture(scope="module")
+async def cron_namespace(e2e_env: E2EEnv) -> AsyncIterator[str]:
+    """A CronJob started early (its first run waits for a minute boundary) and checked later."""
+    ns = await namespace(e2e_env, "cron")
+    body: Obj = {
+        "apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "tick"},
+        "spec": {
+            "schedule": "* * * * *",
+            "concurrencyPolicy": "Forbid",
+            "successfulJobsHistoryLimit": 2,
+            "failedJobsHistoryLimit": 1,
+            "jobTemplate": {"spec": job_manifest("unused", image=e2e_env.pod_image, seconds=2)["spec"]},
+        },
+    }
+    await e2e_env.manager.create(CRONJOBS, ns, body)
+    yield ns
+    with contextlib.suppress(ApiError):
+        await e2e_env.manager.patch(CRONJOBS, ns, "tick", {"spec": {"suspend": True}})
+    await cleanup(e2e_env, ns)
+
+
+async def test_kind_failing_job_real_exit_code_and_pod_failure_policy(controller: E2EEnv, cron_namespace: str) -> None:
+    """failing container (real exit code 42) + podFailurePolicy FailJob on it → Failed (PodFailurePolicy), 1 pod"""
+    env = controller
+    ns = await namespace(env, "exit42")
+    policy = {"rules": [{"action": "FailJob",
+                         "onExitCodes": {"containerName": "main", "operator": "In", "values": [42]}}]}
+    created = await env.manager.create(JOBS, ns, job_manifest("exit42", image=env.pod_image, outcome="fail",
+                                                                exit_code=42, backoff_limit=6,
+                                                                pod_failure_policy=policy))
+    uid = created["metadata"]["uid"]
+    _, _, copy = await placed(env, ns, "exit42", uid)
+    assert copy["spec"]["podFailurePolicy"] == policy
+    done = await wait_condition(env, ns, "exit42", "Failed", timeout=120)
+    conds = conditions(done)
+    assert conds["Failed"]["reason"] == "PodFailurePolicy", conds["Failed"]
+    assert conds["FailureTarget"]["reason"] == "PodFailurePolicy", conds["FailureTarget"]
+    assert "exit code 42" in conds["Failed"]["message"], conds["Failed"]["message"]
+    st = done["status"]
+    # FailJob on the first failure: no retry although backoffLimit is 6.
+    assert st.get("failed") == 1 and not st.get("succeeded") and not st.get("active"), st
+    await wait_no_copies(env, ns, uid)
+    await cleanup(env, ns)
+
+
+async def test_kind_pinned_jobs_and_kubectl_wait(controller: E2EEnv) -> None:
+    """a Job pinned to each worker completes there; `kubectl wait --for=condition=complete` returns on the
+    manager; the copy in the manager itself (Story 1) runs real pods under its derived name"""
+    env = controller
+    ns = await namespace(env, "pinned")
+    names = {w: f"pinned-{w}" for w in sorted(env.workers)}
+    uids = {}
+    for w, n in names.items():
+        created = await env.manager.create(JOBS, ns, job_manifest(n, image=env.pod_image, seconds=4, pin=w))
+        uids[w] = created["metadata"]["uid"]
+    for w, n in names.items():
+        _, _, copy = await placed(env, ns, n, uids[w], pin=w)
+        cname = copy["metadata"]["name"]
+        if w == env.manager_worker:
+            assert cname != n, f"the copy in the manager needs a derived name, got {cname}"
+
+            async def pod_of_copy(cname: str = cname) -> list[Obj] | None:
+                selector = f"batch.kubernetes.io/job-name={cname}"
+                items, _ = await env.manager.list_all(POD_RES, ns, label_selector=selector)
+                return items or None
+
+            pods = await wait_for(pod_of_copy, timeout=60, what=f"a pod of the Story-1 copy {cname}")
+            assert pods[0]["spec"].get("nodeName"), pods[0]["spec"]
+    proc = await asyncio.to_thread(env.kubectl, "wait", "-n", ns, "--for=condition=complete", "--timeout=150s",
+                                   *[f"job/{n}" for n in names.values()], timeout=180)
+    assert proc.stdout.count("condition met") == len(names), proc.stdout
+    for w, n in names.items():
+        job = await env.manager.get(JOBS, ns, n)
+        assert job["metadata"]["annotations"][ANNOTATION_CLUSTER] == w
+        assert job["status"].get("succeeded") == 1 and job["status"].get("completionTime"), job["status"]
+    await cleanup(env, ns)
+
+
+async def test_kind_controller_serviceaccount_cannot_read_secrets_or_write_foreign_jobs(controller: E2EEnv) -> None:
+    """`kubectl auth can-i` as the controller's ServiceAccount: no Secrets anywhere (not even its own
+    worker kubeconfigs); and a real write to a foreign Job is denied"""
+    env = controller
+    as_sa = ("--as", CONTROLLER_USER)
+    for args in (("get", "secrets", "-n", SYSTEM_NS), ("get", "secret/jobmirror-worker-kubeconfigs", "-n", SYSTEM_NS),
+                 ("list", "secrets", "--all-namespaces"), ("create", "pods", "-n", "default"),
+                 ("create", "serviceaccounts/token", "-n", SYSTEM_NS)):
+        proc = await asyncio.to_thread(env.kubectl, "auth", "can-i", *args, *as_sa, check=False)
+        assert proc.stdout.strip() == "no" and proc.returncode == 1, (args, proc.stdout, proc.stderr)
+    proc = await asyncio.to_thread(env.kubectl, "auth", "can-i", "update", "jobs/status", "-n", "default", *as_sa,
+                                   check=False)
+    assert proc.stdout.strip() == "yes", "the controller must be able to write (its own) Job status"
+
+    ns = await namespace(env, "rbac")
+    await env.manager.create(JOBS, ns, job_manifest("foreign", image=env.pod_image, suspend=True, managed_by=None))
+    sa = await env.controller_client()
+    with pytest.raises(ApiError) as denied:
+        await sa.get(SECRETS, SYSTEM_NS, "jobmirror-worker-kubeconfigs")
+    assert denied.value.status == 403, denied.value
+    with pytest.raises(ApiError) as denied:
+        await sa.patch(JOBS, ns, "foreign", {"status": {"active": 1}}, subresource="status")
+    assert denied.value.status == 403, denied.value
+    with pytest.raises(ApiError) as denied:
+        await sa.patch(JOBS, ns, "foreign", {"spec": {"suspend": False}})
+    assert denied.value.status == 403, denied.value
+    job = await env.manager.get(JOBS, ns, "foreign")
+    assert job["spec"]["suspend"] is True and not (job.get("status") or {}).get("active"), job
+    await cleanup(env, ns)
+
+
+async def test_kind_cronjob_forbid_runs_mirrored_jobs(controller: E2EEnv, cron_namespace: str) -> None:
+    """CronJob (concurrencyPolicy Forbid) whose Jobs carry our managedBy: its Job is mirrored, completes,
+    and the CronJob controller sees the success (lastSuccessfulTime)"""
+    env = controller
+    ns = cron_namespace
+
+    async def succeeded() -> Obj | None:
+        cj = await env.manager.get(CRONJOBS, ns, "tick")
+        return cj if (cj.get("status") or {}).get("lastSuccessfulTime") else None
+
+    cj = await wait_for(succeeded, timeout=150, interval=1, what="CronJob tick to record a successful Job")
+    items, _ = await env.manager.list_all(JOBS, ns)
+    jobs = [j for j in items if any(o.get("kind") == "CronJob" for o in j["metadata"].get("ownerReferences") or [])]
+    assert jobs, "the CronJob's Jobs are gone"
+    for j in jobs:
+        assert j["spec"].get("managedBy") == CONTROLLER_NAME, j["spec"].get("managedBy")
+    done = [j for j in jobs if condition_true(j, "Complete")]
+    assert done and all(j["status"].get("completionTime") for j in done), [j.get("status") for j in jobs]
+    assert ANNOTATION_CLUSTER in done[0]["metadata"]["annotations"]
+    assert len((cj.get("status") or {}).get("active") or []) <= 1, cj["status"]
+
+
+async def _deployment_ready(env: E2EEnv, timeout: float = 180) -> None:
+    proc = await asyncio.to_thread(env.kubectl, "rollout", "status", f"deployment/{DEPLOYMENT}", "-n", SYSTEM_NS,
+                                   f"--timeout={int(timeout)}s", timeout=timeout + 30)
+    assert "successfully rolled out" in proc.stdout, proc.stdout
+
+
+async def _submit(env: E2EEnv, ns: str, prefix: str, count: int, seconds: float) -> list[str]:
+    names = [f"{prefix}-{i}" for i in range(count)]
+    for n in names:
+        await env.manager.create(JOBS, ns, job_manifest(n, image=env.pod_image, seconds=seconds))
+    return names
+
+
+def _assert_each_ran_once(jobs: dict[str, Obj], rec: CopyRecorder) -> None:
+    problems = []
+    for name, job in jobs.items():
+        st = job["status"]
+        if not condition_true(job, "Complete") or st.get("succeeded") != 1 or st.get("failed"):
+            problems.append(f"{name}: not Complete exactly once: {st}")
+        copies = rec.copies_of(job["metadata"]["uid"])
+        if len(copies) != 1:
+            problems.append(f"{name}: {len(copies)} copies over the run: {copies}")
+    assert not problems, "\n".join(problems)
+
+
+async def test_kind_leader_deleted_then_killed(controller: E2EEnv) -> None:
+    """the leader Pod deleted (`kubectl delete pod`), then the new leader's process `kill -9`ed inside the
+    node: the other replica leads within the lease duration each time; no Job lost or run twice"""
+    env = controller
+    ns = await namespace(env, "leader")
+    with CopyRecorder(env, ns) as rec:
+        names = await _submit(env, ns, "before", 6, seconds=8)
+        await asyncio.sleep(2)
+        first = await lease_holder(env)
+        t0 = time.monotonic()
+        await asyncio.to_thread(env.kubectl, "delete", "pod", holder_pod(first), "-n", SYSTEM_NS, "--wait=false")
+        second, secs = await wait_new_leader(env, first, timeout=LEASE_DURATION + RETRY_PERIOD + 20)
+        print(f"leader Pod deleted: {holder_pod(first)} → {second} in {secs:.1f}s")
+        assert time.monotonic() - t0 <= LEASE_DURATION + RETRY_PERIOD + 8, f"takeover took {secs:.1f}s"
+
+        names += await _submit(env, ns, "between", 4, seconds=8)
+        pod = next(p for p in await controller_pods(env) if p["metadata"]["name"] == holder_pod(second))
+        pid = await asyncio.to_thread(kill_9_in_node, env, pod)
+        third, secs = await wait_new_leader(env, second, timeout=LEASE_DURATION + RETRY_PERIOD + 20)
+        print(f"leader process kill -9 (pid {pid} in {pod['metadata']['name']}) → {third} in {secs:.1f}s")
+        assert secs <= LEASE_DURATION + RETRY_PERIOD + 8, f"takeover after kill -9 took {secs:.1f}s"
+        names += await _submit(env, ns, "after", 4, seconds=4)
+        jobs = await finished(env, ns, names, timeout=240)
+        await asyncio.sleep(2)  # one more poll of every worker after the last Job finished
+    _assert_each_ran_once(jobs, rec)
+    await _deployment_ready(env)
+    await cleanup(env, ns)
+
+
+async def test_kind_worker_node_stopped_redispatch_then_stale_copy_deleted(controller: E2EEnv) -> None:
+    """`docker stop` of a worker's node container past workerLostTimeout → WorkerLost + Redispatched, the Job
+    completes elsewhere; `docker start` → the stale copy on the returned worker is deleted"""
+    env = controller
+    separate = sorted(env.kind.worker_clusters.items())
+    assert separate, "no separate worker cluster to stop"
+    worker, cluster = separate[0]
+    ns = await namespace(env, "lost")
+    node = node_container(cluster)
+    started = False
+    try:
+        # Unpinned Jobs spread over the workers (LeastLoaded); one of them lands on `worker`.
+        names = await _submit(env, ns, "long", len(env.workers), seconds=45)
+        uids = {n: (await env.manager.get(JOBS, ns, n))["metadata"]["uid"] for n in names}
+        placements = {n: (await placed(env, ns, n, uids[n]))[1] for n in names}
+        victims = [n for n, w in placements.items() if w == worker]
+        assert victims, f"no Job was placed on {worker}: {placements}"
+        victim = victims[0]
+
+        async def running() -> bool:
+            job = await env.manager.get(JOBS, ns, victim)
+            return bool((job.get("status") or {}).get("active"))
+
+        await wait_for(running, timeout=90, what=f"{victim} running on {worker}")
+        await asyncio.to_thread(docker, "stop", "-t", "5", node)
+        stopped_at = time.monotonic()
+
+        async def events_of(uid: str) -> set[str]:
+            items, _ = await env.manager.list_all(EVENTS, ns, field_selector=f"involvedObject.uid={uid}")
+            return {e["reason"] for e in items}
+
+        async def redispatched() -> set[str] | None:
+            reasons = await events_of(uids[victim])
+            return reasons if {"WorkerLost", "Redispatched"} <= reasons else None
+
+        await wait_for(redispatched, timeout=150, interval=1, what=f"WorkerLost + Redispatched on {victim}")
+        print(f"{victim}: redispatched {time.monotonic() - stopped_at:.0f}s after `docker stop` "
+              f"(workerLostTimeout {WORKER_LOST_TIMEOUT}s)")
+        job = await wait_condition(env, ns, victim, "Complete", timeout=180)
+        assert job["metadata"]["annotations"][ANNOTATION_CLUSTER] != worker, job["metadata"]["annotations"]
+        assert job["status"].get("succeeded") == 1, job["status"]
+
+        await asyncio.to_thread(docker, "start", node)
+        started = True
+
+        async def reachable() -> bool:
+            await env.workers[worker].list_all(NAMESPACES, None)
+            return True
+
+        await wait_for(reachable, timeout=180, interval=2, what=f"{worker}'s API server back after `docker start`")
+
+        async def stale_gone() -> bool:
+            items, _ = await env.workers[worker].list_all(JOBS, ns)
+            return not [j for j in items if j["metadata"]["labels"].get("jobmirror.dev/origin-uid") == uids[victim]
+                        and not j["metadata"].get("deletionTimestamp")]
+
+        await wait_for(stale_gone, timeout=120, interval=2, what=f"the stale copy of {victim} deleted from {worker}")
+        others = await finished(env, ns, [n for n in names if n != victim], timeout=120)
+        assert all(condition_true(j, "Complete") for j in others.values())
+    finally:
+        if not started:
+            await asyncio.to_thread(docker, "start", node, check=False)
+    await cleanup(env, ns)
+
+
+async def test_kind_rolling_update_with_jobs_in_flight(controller: E2EEnv) -> None:
+    """a rolling update of the Deployment to a new image tag, with Jobs in flight: every Job completes
+    exactly once and the new Pods run the new tag"""
+    env = controller
+    ns = await namespace(env, "rollout")
+    name, _, tag = env.kind.controller_image.rpartition(":")
+    new_image = f"{name}:{tag}-rollout"
+    await asyncio.to_thread(docker, "tag", env.kind.controller_image, new_image)
+    await asyncio.to_thread(kind, env, "load", "docker-image", new_image, "--name", env.kind.manager_cluster)
+    for client in env.workers.values():  # every worker is back and reachable before we start
+        async def reachable(client: ClusterClient = client) -> bool:
+            await client.list_all(NAMESPACES, None)
+            return True
+
+        await wait_for(reachable, timeout=120, what=f"{client.name} reachable")
+    with CopyRecorder(env, ns) as rec:
+        names = await _submit(env, ns, "roll", 8, seconds=6)
+        await asyncio.to_thread(env.kubectl, "set", "image", f"deployment/{DEPLOYMENT}", f"controller={new_image}",
+                                "-n", SYSTEM_NS)
+        names += await _submit(env, ns, "during", 4, seconds=4)
+        await _deployment_ready(env, timeout=240)
+        names += await _submit(env, ns, "after", 2, seconds=2)
+        jobs = await finished(env, ns, names, timeout=240)
+        await asyncio.sleep(2)
+    _assert_each_ran_once(jobs, rec)
+    images = {c["image"] for p in await controller_pods(env) if not p["metadata"].get("deletionTimestamp")
+              for c in p["spec"]["containers"]}
+    assert images == {new_image}, images
+    await cleanup(env, ns)
+
+
+async def test_kind_all_copies_cleaned_up(controller: E2EEnv) -> None:
+    """after everything: no copy of ours is left running in any worker for a manager Job that is finished"""
+    env = controller
+    await asyncio.sleep(1)
+    leftovers = []
+    for w, client in env.workers.items():
+        items, _ = await client.list_all(JOBS, None, label_selector="jobmirror.dev/origin-uid")
+        for j in items:
+            md = j["metadata"]
+            if md.get("deletionTimestamp"):
+                continue
+            origin = md["annotations"].get("jobmirror.dev/origin-job", "")
+            ns, _, name = origin.partition("/")
+            with contextlib.suppress(ApiError):
+                m = await env.manager.get(JOBS, ns, name)
+                if condition_true(m, "Complete") or condition_true(m, "Failed"):
+                    leftovers.append(f"{w}: {md['namespace']}/{md['name']} (manager Job finished)")
+    assert not leftovers, leftovers

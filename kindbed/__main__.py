@@ -1,0 +1,72 @@
+"""``python -m kindbed``: the kind tier's engine, images and clusters, one step or all of them.
+
+    python -m kindbed engine up|down     # use/start a Docker engine; stop only the one we started
+    python -m kindbed images             # build (or find) node, controller and workload images
+    python -m kindbed up [--workers 2]   # engine + images + clusters + deploy/ (prints how to attach)
+    python -m kindbed down [--stop-engine]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kindbed import clusters, engine, images
+
+
+def _options(args: argparse.Namespace) -> clusters.KindOptions:
+    kw = {"prefix": args.prefix, "workers": args.workers, "image": args.image, "node_image": args.node_image,
+          "python_image": args.python_image}
+    if args.workdir:
+        kw["workdir"] = args.workdir
+    return clusters.KindOptions(**kw)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m kindbed", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--prefix", default="jobmirror", help="kind cluster name prefix (default jobmirror)")
+    p.add_argument("--workers", type=int, default=1, choices=(1, 2),
+                   help="1: manager (also a worker, KEP-4368 Story 1) + worker-1; 2: manager + worker-1 + worker-2")
+    p.add_argument("--image", default="jobmirror:e2e", help="controller image reference, with a tag")
+    p.add_argument("--node-image", help="use this kind node image (e.g. kindest/node:v1.35.0) instead of building one")
+    p.add_argument("--python-image", help="base for the controller image instead of the locally built Debian python3")
+    p.add_argument("--workdir", type=Path,
+                   help="kubeconfigs, overlay, deployment.json (default ~/.cache/jobmirror/kind)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    eng = sub.add_parser("engine", help="ensure (up) or stop (down) the Docker engine")
+    eng.add_argument("action", choices=("up", "down"))
+    sub.add_parser("images", help="build or find every image")
+    sub.add_parser("up", help="everything up, controller deployed; clusters are kept until `down`")
+    down = sub.add_parser("down", help="delete the clusters of --prefix")
+    down.add_argument("--stop-engine", action="store_true", help="also stop dockerd if we started it")
+    args = p.parse_args(argv)
+    try:
+        if args.cmd == "engine":
+            if args.action == "up":
+                print(engine.describe(engine.ensure_engine()))
+                engine.ensure_host_packages()
+            else:
+                print("stopped the dockerd we started" if engine.stop_engine() else "no dockerd of ours is running")
+        elif args.cmd == "images":
+            engine.ensure_engine()
+            engine.ensure_host_packages()
+            print(images.ensure_images(args.image, node=args.node_image, python_image=args.python_image))
+        elif args.cmd == "up":
+            dep = clusters.up(_options(args))
+            print(f"manager kubeconfig: {dep.manager_kubeconfig}")
+            for name, kc in dep.worker_kubeconfigs.items():
+                print(f"worker {name}: {kc}")
+            print(f"run the e2e suite against it: JOBMIRROR_E2E_PROVIDER=kind JOBMIRROR_E2E_KIND_WORKDIR={dep.workdir} "
+                  f".venv/bin/pytest -m e2e e2e")
+        elif args.cmd == "down":
+            clusters.down(_options(args), stop_engine=args.stop_engine)
+    except (engine.EngineError, images.ImageError, clusters.KindError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

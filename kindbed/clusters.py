@@ -1,0 +1,354 @@
+"""kind clusters with the controller deployed from ``deploy/``, exactly as a user runs it.
+
+``up`` does, with a timing line per phase:
+
+1. **engine** — :func:`kindbed.engine.ensure_engine` (use the answering one, or start Debian's);
+2. **images** — node, controller and workload images (:mod:`kindbed.images`, cached);
+3. **clusters** — ``kind create cluster`` per cluster (one node each: the node image's static
+   CNI is single-node), then wait for the ``default`` ServiceAccount and CoreDNS Ready
+   (``--wait`` returns at node Ready), and ``kind load`` the controller and workload images;
+4. **deploy** — per worker cluster ``deploy/worker/`` and a least-privilege kubeconfig whose
+   server is the one ``kind get kubeconfig --internal`` names (reachable from the manager's
+   pods); an overlay of ``deploy/`` (or ``deploy/manager-as-worker/``, KEP-4368 Story 1) with
+   the image, the worker kubeconfig Secret and e2e timings; server-side dry run, apply,
+   rollout of 2 replicas, and a Lease holder.
+
+The result is written to ``<workdir>/deployment.json`` so the e2e suite (or a person) can
+attach to kept clusters. ``down`` deletes every cluster this prefix made, even half-made ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from clusterbed import build, versions
+from kindbed import engine, images
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+SYSTEM_NS = "jobmirror-system"
+DEPLOYMENT = "jobmirror-controller"
+LEASE = "jobmirror-controller"
+
+#: Shorter periods than production so the e2e faults (a stopped worker) resolve in seconds.
+E2E_CONFIG_OVERRIDES = {"resyncPeriod": 10, "gcInterval": 15, "healthProbeInterval": 2, "workerLostTimeout": 30}
+
+# Kubernetes >= 1.35's kubelet refuses cgroup v1 unless told otherwise; harmless on cgroup v2.
+_KIND_CONFIG = """kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+kubeadmConfigPatches:
+- |
+  kind: KubeletConfiguration
+  apiVersion: kubelet.config.k8s.io/v1beta1
+  failCgroupV1: false
+nodes:
+- role: control-plane
+"""
+
+
+class KindError(RuntimeError):
+    """A step of bringing the kind environment up failed; the message names the step."""
+
+
+def _log(msg: str) -> None:
+    print(f"[kind] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class KindOptions:
+    prefix: str = "jobmirror"
+    workers: int = 1  # 1: manager (also a worker) + worker-1; 2: manager + worker-1 + worker-2
+    image: str = "jobmirror:e2e"
+    node_image: str | None = None
+    python_image: str | None = None
+    workdir: Path = field(default_factory=lambda: versions.cache_root() / "kind")
+    config_overrides: dict[str, int] = field(default_factory=lambda: dict(E2E_CONFIG_OVERRIDES))
+
+    def __post_init__(self) -> None:
+        if self.workers not in (1, 2):
+            raise KindError(f"workers must be 1 or 2, not {self.workers}")
+        if ":" not in self.image.rsplit("/", 1)[-1]:
+            raise KindError(f"image needs an explicit tag (e.g. jobmirror:e2e), got {self.image!r}")
+
+    @property
+    def manager_cluster(self) -> str:
+        return f"{self.prefix}-manager"
+
+    def worker_clusters(self) -> dict[str, str]:
+        """Worker name in the controller's config → kind cluster name (separate clusters only)."""
+        return {f"worker-{i}": f"{self.prefix}-worker-{i}" for i in range(1, self.workers + 1)}
+
+    def all_clusters(self) -> list[str]:
+        return [self.manager_cluster, *self.worker_clusters().values()]
+
+
+@dataclass
+class KindDeployment:
+    """What ``up`` made: enough for the e2e suite to attach (also as deployment.json)."""
+
+    prefix: str
+    manager_cluster: str
+    clusters: list[str]
+    manager_kubeconfig: str
+    worker_kubeconfigs: dict[str, str]  # admin kubeconfigs by worker name ("manager" in Story 1)
+    worker_clusters: dict[str, str]  # worker name -> kind cluster name
+    manager_worker: str
+    kustomization: str
+    kubectl: str
+    kind: str
+    controller_image: str
+    workload_image: str
+    node_image: str
+    workdir: str
+    engine_started_pid: int | None
+    timings: list[tuple[str, float]] = field(default_factory=list)
+
+    def save(self) -> Path:
+        path = Path(self.workdir) / "deployment.json"
+        path.write_text(json.dumps(asdict(self), indent=2))
+        return path
+
+    @classmethod
+    def load(cls, workdir: Path) -> KindDeployment:
+        data = json.loads((workdir / "deployment.json").read_text())
+        data["timings"] = [tuple(t) for t in data.get("timings", [])]
+        return cls(**data)
+
+
+def kind_binary() -> Path:
+    return build.build_go_tool("kind", "sigs.k8s.io/kind", versions.KIND_VERSION, "sigs.k8s.io/kind")
+
+
+def kubectl_binary() -> Path:
+    return build.build_kubernetes(versions.KUBE_VERSION) / "kubectl"
+
+
+class Kind:
+    """The kind and kubectl commands, with our binaries first on PATH (never ~/.kube/config)."""
+
+    def __init__(self, kind: Path, kubectl: Path, workdir: Path) -> None:
+        self.kind = kind
+        self.kubectl_bin = kubectl
+        self.workdir = workdir
+        self.env = {**os.environ, "PATH": f"{kubectl.parent}{os.pathsep}{kind.parent}{os.pathsep}{os.environ['PATH']}",
+                    "KUBECONFIG": str(workdir / "unused.kubeconfig")}
+
+    def run(self, *args: str, what: str, timeout: float = 600, input: str | None = None,
+            quiet: bool = False) -> str:
+        if not quiet:
+            _log(f"+ {' '.join(args)}")
+        proc = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, env=self.env, input=input)
+        if proc.returncode != 0:
+            raise KindError(f"{what}: `{' '.join(args)}` failed (exit {proc.returncode}):\n"
+                            f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+        return proc.stdout
+
+    def kubeconfig(self, cluster: str) -> Path:
+        return self.workdir / f"{cluster}.kubeconfig"
+
+    def kubectl(self, cluster: str, *args: str, what: str = "kubectl", timeout: float = 300,
+                input: str | None = None, quiet: bool = False) -> str:
+        return self.run(str(self.kubectl_bin), "--kubeconfig", str(self.kubeconfig(cluster)), *args, what=what,
+                        timeout=timeout, input=input, quiet=quiet)
+
+    def clusters(self) -> list[str]:
+        return self.run(str(self.kind), "get", "clusters", what="kind get clusters", quiet=True).split()
+
+    def create(self, cluster: str, node_image: str) -> None:
+        if cluster in self.clusters():
+            _log(f"{cluster} exists: reusing it")
+        else:
+            config = self.workdir / "kind-cluster.yaml"
+            config.write_text(_KIND_CONFIG)
+            self.run(str(self.kind), "create", "cluster", "--name", cluster, "--image", node_image, "--config",
+                     str(config), "--wait", "180s", "--kubeconfig", str(self.kubeconfig(cluster)),
+                     what=f"kind create cluster {cluster}", timeout=400)
+        self.kubeconfig(cluster).write_text(self.run(str(self.kind), "get", "kubeconfig", "--name", cluster,
+                                                     what="kind get kubeconfig", quiet=True))
+
+    def internal_server(self, cluster: str) -> str:
+        """The API server as other containers on the kind network reach it (``--internal``)."""
+        text = self.run(str(self.kind), "get", "kubeconfig", "--internal", "--name", cluster,
+                        what="kind get kubeconfig --internal", quiet=True)
+        return str(yaml.safe_load(text)["clusters"][0]["cluster"]["server"])
+
+    def wait_usable(self, cluster: str, timeout: float = 180) -> None:
+        """``kind create --wait`` returns at node Ready; pods also need the default SA and DNS."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.kubectl(cluster, "get", "serviceaccount", "default", "-o", "name", quiet=True)
+                break
+            except KindError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        left = max(10, int(deadline - time.monotonic()))
+        try:
+            self.kubectl(cluster, "-n", "kube-system", "wait", "--for=condition=Ready", "pod", "-l",
+                         "k8s-app=kube-dns", f"--timeout={left}s", what=f"{cluster}: CoreDNS Ready", timeout=left + 30)
+        except KindError as exc:
+            pods = self.kubectl(cluster, "get", "pods", "-A", "-o", "wide", quiet=True)
+            raise KindError(f"{exc}\n{pods}") from None
+
+    def load(self, image: str, clusters: Sequence[str]) -> None:
+        for c in clusters:
+            self.run(str(self.kind), "load", "docker-image", image, "--name", c, what=f"kind load {image} into {c}")
+
+    def delete(self, cluster: str) -> None:
+        self.run(str(self.kind), "delete", "cluster", "--name", cluster, what=f"kind delete cluster {cluster}",
+                 timeout=180)
+
+
+def _phase(timings: list[tuple[str, float]], what: str, t0: float) -> None:
+    secs = time.monotonic() - t0
+    timings.append((what, secs))
+    _log(f"phase {what}: {secs:.1f}s")
+
+
+def _overlay(opts: KindOptions, worker_files: list[str], story1: bool) -> Path:
+    """deploy/ (or deploy/manager-as-worker/) + this image + the worker Secret + e2e periods."""
+    overlay = opts.workdir / "overlay"
+    overlay.mkdir(parents=True, exist_ok=True)
+    base = DEPLOY / "manager-as-worker" if story1 else DEPLOY
+    base_config = (base if story1 else DEPLOY / "manager" / "files") / "config.yaml"
+    cfg = yaml.safe_load(base_config.read_text())
+    cfg.update(opts.config_overrides)
+    (overlay / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    config_files = ["config.yaml"]
+    if story1:
+        shutil.copy(base / "in-cluster.kubeconfig", overlay / "in-cluster.kubeconfig")
+        config_files.append("in-cluster.kubeconfig")
+    name, _, tag = opts.image.rpartition(":")
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(base, overlay)],
+        "images": [{"name": "jobmirror", "newName": name, "newTag": tag}],
+        "configMapGenerator": [{"name": "jobmirror-config", "namespace": SYSTEM_NS, "behavior": "replace",
+                                "files": config_files}],
+        "secretGenerator": [{"name": "jobmirror-worker-kubeconfigs", "namespace": SYSTEM_NS, "behavior": "replace",
+                             "files": worker_files}],
+    }
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
+    return overlay
+
+
+def _deploy(k: Kind, opts: KindOptions) -> tuple[Path, dict[str, str], str]:
+    """Worker identities, the overlay, apply to the manager, rollout and a leader."""
+    mgr = opts.manager_cluster
+    worker_files: list[str] = []
+    admin_kcs: dict[str, str] = {}
+    overlay_dir = opts.workdir / "overlay"
+    overlay_dir.mkdir(parents=True, exist_ok=True)
+    for name, cluster in opts.worker_clusters().items():
+        k.kubectl(cluster, "apply", "-k", str(DEPLOY / "worker"), what=f"{cluster}: apply deploy/worker")
+        server = k.internal_server(cluster)
+        kc = k.run(str(DEPLOY / "worker" / "make-kubeconfig.sh"), "--name", name, "--kubeconfig",
+                   str(k.kubeconfig(cluster)), "--server", server, "--duration", "24h",
+                   what=f"{cluster}: worker kubeconfig")
+        (overlay_dir / f"{name}.kubeconfig").write_text(kc)
+        (overlay_dir / f"{name}.kubeconfig").chmod(0o600)
+        worker_files.append(f"{name}.kubeconfig")
+        admin_kcs[name] = str(k.kubeconfig(cluster))
+    story1 = opts.workers == 1
+    manager_worker = "manager" if story1 else ""
+    if story1:
+        admin_kcs["manager"] = str(k.kubeconfig(mgr))
+    overlay = _overlay(opts, worker_files, story1)
+    k.kubectl(mgr, "apply", "-f", str(DEPLOY / "manager" / "namespace.yaml"), what="manager: namespace")
+    k.kubectl(mgr, "apply", "-k", str(overlay), "--dry-run=server", what="manager: server-side dry run")
+    k.kubectl(mgr, "apply", "-k", str(overlay), what="manager: apply the overlay")
+    try:
+        k.kubectl(mgr, "rollout", "status", f"deployment/{DEPLOYMENT}", "-n", SYSTEM_NS, "--timeout=240s",
+                  what="manager: rollout", timeout=300)
+    except KindError as exc:
+        raise KindError(f"{exc}\n{diagnostics(k, mgr)}") from None
+    deadline = time.monotonic() + 90
+    while not (holder := k.kubectl(mgr, "get", "lease", LEASE, "-n", SYSTEM_NS, "-o",
+                                   "jsonpath={.spec.holderIdentity}", quiet=True).strip()):
+        if time.monotonic() > deadline:
+            raise KindError(f"no replica acquired Lease {SYSTEM_NS}/{LEASE}\n{diagnostics(k, mgr)}")
+        time.sleep(1)
+    _log(f"leader: {holder}")
+    return overlay, admin_kcs, manager_worker
+
+
+def diagnostics(k: Kind, cluster: str) -> str:
+    """The controller's pods, events and log tails: what a failed rollout needs explained."""
+    out = []
+    for args in (("get", "pods,deploy,lease", "-n", SYSTEM_NS, "-o", "wide"),
+                 ("get", "events", "-n", SYSTEM_NS, "--sort-by=.lastTimestamp"),
+                 ("logs", "-n", SYSTEM_NS, "-l", "app.kubernetes.io/name=jobmirror", "--all-containers", "--prefix",
+                  "--tail=100")):
+        try:
+            out.append(k.kubectl(cluster, *args, quiet=True))
+        except KindError as exc:
+            out.append(str(exc)[:800])
+    return "\n".join(out)
+
+
+def up(opts: KindOptions) -> KindDeployment:
+    """Engine, images, clusters, deploy — each a timed phase. On failure, what was made is deleted."""
+    opts.workdir.mkdir(parents=True, exist_ok=True)
+    timings: list[tuple[str, float]] = []
+    t0 = time.monotonic()
+    eng = engine.ensure_engine()
+    engine.ensure_host_packages()
+    _phase(timings, "engine", t0)
+
+    t0 = time.monotonic()
+    imgs = images.ensure_images(opts.image, node=opts.node_image, python_image=opts.python_image)
+    k = Kind(kind_binary(), kubectl_binary(), opts.workdir)
+    _phase(timings, "images", t0)
+
+    t0 = time.monotonic()
+    try:
+        for c in opts.all_clusters():
+            k.create(c, imgs.node)
+        for c in opts.all_clusters():
+            k.wait_usable(c)
+        k.load(imgs.controller, [opts.manager_cluster])
+        k.load(imgs.workload, opts.all_clusters())
+        _phase(timings, f"clusters ({', '.join(opts.all_clusters())})", t0)
+        t0 = time.monotonic()
+        overlay, admin_kcs, manager_worker = _deploy(k, opts)
+        _phase(timings, "deploy (overlay applied, 2 replicas rolled out, Lease held)", t0)
+    except BaseException:
+        _log("bringing the kind environment up failed: deleting its clusters")
+        down(opts, stop_engine=False)
+        raise
+    dep = KindDeployment(
+        prefix=opts.prefix, manager_cluster=opts.manager_cluster, clusters=opts.all_clusters(),
+        manager_kubeconfig=str(k.kubeconfig(opts.manager_cluster)), worker_kubeconfigs=admin_kcs,
+        worker_clusters=opts.worker_clusters(), manager_worker=manager_worker, kustomization=str(overlay),
+        kubectl=str(k.kubectl_bin), kind=str(k.kind), controller_image=imgs.controller, workload_image=imgs.workload,
+        node_image=imgs.node, workdir=str(opts.workdir), engine_started_pid=eng.started_pid, timings=timings)
+    _log(f"ready; attach with {dep.save()}")
+    return dep
+
+
+def down(opts: KindOptions, *, stop_engine: bool) -> None:
+    """Delete every kind cluster of this prefix (also ones a failed ``up`` half made); optionally
+    stop the engine if we started it."""
+    if engine.server_version() is not None:
+        k = Kind(kind_binary(), kubectl_binary(), opts.workdir)
+        existing = set(k.clusters())
+        for c in opts.all_clusters():
+            if c in existing:
+                try:
+                    k.delete(c)
+                except KindError as exc:
+                    _log(f"could not delete {c}: {exc}")
+    if stop_engine:
+        engine.stop_engine()
