@@ -2,8 +2,9 @@
 
 ``JOBMIRROR_E2E_PROVIDER=local`` (default) brings up its own three clusters, separate
 from the bed of tests/ so no other test's controller can touch the manager;
-``JOBMIRROR_E2E_PROVIDER=kind`` uses the clusters e2e/kind/run.sh deployed.
-``JOBMIRROR_E2E_KEEP=1`` leaves the local clusters and the controller's files in place.
+``JOBMIRROR_E2E_PROVIDER=kind`` brings kind clusters up with the controller deployed (or
+attaches to kept ones, see e2e/harness.py) and deletes them at the end.
+``JOBMIRROR_E2E_KEEP=1`` leaves the clusters (local or kind) and the controller's files in place.
 """
 
 from __future__ import annotations

@@ -13,13 +13,12 @@ Two providers (``JOBMIRROR_E2E_PROVIDER``):
     rule fails the journeys.
 
 ``kind``
-    The clusters exist and the controller is deployed (``e2e/kind/run.sh`` does both);
-    the suite only reads admin kubeconfigs from the environment:
-    ``JOBMIRROR_E2E_MANAGER_KUBECONFIG``, ``JOBMIRROR_E2E_WORKERS``
-    (``name=kubeconfig,...`` keyed by the worker names of the controller's config),
-    ``JOBMIRROR_E2E_MANAGER_WORKER`` (the worker name that is the manager itself,
-    KEP-4368 Story 1; empty if none), ``JOBMIRROR_E2E_KUSTOMIZATION`` (what was applied
-    to the manager), ``JOBMIRROR_E2E_KUBECTL``, ``JOBMIRROR_E2E_POD_IMAGE``.
+    Kind clusters with the controller deployed as a Deployment (``kindbed``: engine, locally
+    built images, clusters, ``deploy/`` overlay). The session brings them up and deletes
+    them afterwards, or attaches to a kept deployment when ``JOBMIRROR_E2E_KIND_WORKDIR``
+    names a directory with a ``deployment.json`` (``python -m kindbed up``).
+    ``JOBMIRROR_E2E_KIND_WORKERS=2`` gives a manager + two workers instead of the manager
+    (also a worker, KEP-4368 Story 1) + one.
 """
 
 from __future__ import annotations
@@ -448,7 +447,7 @@ async def bring_up_kind(keep: bool = False) -> E2EEnv:
         log(f"attached to the kind deployment in {attach} (left running afterwards)")
     else:
         opts = kind_clusters.KindOptions(workers=int(os.environ.get("JOBMIRROR_E2E_KIND_WORKERS", "1")))
-        dep = await asyncio.to_thread(kind_clusters.up, opts)
+        dep = await asyncio.to_thread(kind_clusters.up, opts, fresh=True, stop_engine_on_failure=not keep)
         owned = True
     mgr_kc = Path(dep.manager_kubeconfig)
     workdir = Path(tempfile.mkdtemp(prefix="jobmirror-e2e-"))

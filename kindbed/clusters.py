@@ -298,22 +298,29 @@ def diagnostics(k: Kind, cluster: str) -> str:
     return "\n".join(out)
 
 
-def up(opts: KindOptions) -> KindDeployment:
-    """Engine, images, clusters, deploy — each a timed phase. On failure, what was made is deleted."""
+def up(opts: KindOptions, *, fresh: bool = False, stop_engine_on_failure: bool = False) -> KindDeployment:
+    """Engine, images, clusters, deploy — each a timed phase.
+
+    ``fresh`` deletes clusters of this prefix left by an earlier run first (otherwise they are
+    reused, which is quicker when iterating). On failure, what was made is deleted, and the
+    engine is stopped too if we started it and ``stop_engine_on_failure``.
+    """
     opts.workdir.mkdir(parents=True, exist_ok=True)
     timings: list[tuple[str, float]] = []
     t0 = time.monotonic()
     eng = engine.ensure_engine()
-    engine.ensure_host_packages()
-    _phase(timings, "engine", t0)
-
-    t0 = time.monotonic()
-    imgs = images.ensure_images(opts.image, node=opts.node_image, python_image=opts.python_image)
-    k = Kind(kind_binary(), kubectl_binary(), opts.workdir)
-    _phase(timings, "images", t0)
-
-    t0 = time.monotonic()
     try:
+        engine.ensure_host_packages()
+        _phase(timings, "engine", t0)
+
+        t0 = time.monotonic()
+        imgs = images.ensure_images(opts.image, node=opts.node_image, python_image=opts.python_image)
+        k = Kind(kind_binary(), kubectl_binary(), opts.workdir)
+        _phase(timings, "images", t0)
+
+        t0 = time.monotonic()
+        if fresh:
+            down(opts, stop_engine=False)
         for c in opts.all_clusters():
             k.create(c, imgs.node)
         for c in opts.all_clusters():
@@ -326,7 +333,7 @@ def up(opts: KindOptions) -> KindDeployment:
         _phase(timings, "deploy (overlay applied, 2 replicas rolled out, Lease held)", t0)
     except BaseException:
         _log("bringing the kind environment up failed: deleting its clusters")
-        down(opts, stop_engine=False)
+        down(opts, stop_engine=stop_engine_on_failure and eng.started_pid is not None)
         raise
     dep = KindDeployment(
         prefix=opts.prefix, manager_cluster=opts.manager_cluster, clusters=opts.all_clusters(),

@@ -129,17 +129,23 @@ def _need_root(what: str) -> None:
                          "--python-image python:3.11-slim-bookworm")
 
 
+def mirror_in(sources: str) -> str | None:
+    """The first non-security Debian mirror in apt sources text (deb822 ``URIs:`` or one-line ``deb``)."""
+    for m in re.finditer(r"^(?:URIs:\s*|deb\s+(?:\[[^\]]*\]\s+)?)(https?://\S+)", sources, re.MULTILINE):
+        if "security" not in m.group(1):
+            return m.group(1)
+    return None
+
+
 def apt_mirror() -> str:
-    """The Debian mirror apt already uses (deb822 ``URIs:`` or one-line ``deb`` sources)."""
-    files = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
-    for f in files:
+    """The Debian mirror apt already uses here (debootstrap must reach the same one)."""
+    for f in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]:
         try:
-            text = f.read_text()
+            found = mirror_in(f.read_text())
         except OSError:
             continue
-        for m in re.finditer(r"^(?:URIs:\s*|deb\s+(?:\[[^\]]*\]\s+)?)(https?://\S+)", text, re.MULTILINE):
-            if "security" not in m.group(1):
-                return m.group(1)
+        if found:
+            return found
     return "http://deb.debian.org/debian"
 
 

@@ -1,0 +1,117 @@
+"""kindbed's pure parts: capability detection, the runc wrapper, mirror and config rewriting, the overlay."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kindbed import clusters, engine, images
+
+
+@pytest.mark.parametrize(("capbnd", "lacks"), [
+    ("000001fffeffffff", True),   # this project's CI machine: bit 24 (CAP_SYS_RESOURCE) cleared
+    ("000001ffffffffff", False),  # a normal root shell
+    ("0000000000000000", True),
+])
+def test_bounding_set_detection(tmp_path: Path, capbnd: str, lacks: bool) -> None:
+    status = tmp_path / "status"
+    status.write_text(f"Name:\tx\nCapEff:\t0000000000000000\nCapBnd:\t{capbnd}\n")
+    assert engine.bounding_set_lacks(engine.CAP_SYS_RESOURCE, status) is lacks
+
+
+def test_bounding_set_unreadable_means_leave_the_engine_alone(tmp_path: Path) -> None:
+    assert engine.bounding_set_lacks(engine.CAP_SYS_RESOURCE, tmp_path / "missing") is False
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the wrapper needs jq (installed by the kind tier)")
+def test_runc_wrapper_strips_only_cap_sys_resource(tmp_path: Path) -> None:
+    """Run the real wrapper script with a fake runc: create edits config.json, exec edits the process file."""
+    fake_runc = tmp_path / "runc"
+    fake_runc.write_text('#!/bin/sh\necho "$@" > "$(dirname "$0")/argv"\n')
+    fake_runc.chmod(0o755)
+    wrapper = tmp_path / "wrapper"
+    wrapper.write_text(engine._WRAPPER.replace("@REAL_RUNC@", str(fake_runc)).replace("@JQ@", shutil.which("jq") or ""))
+    wrapper.chmod(0o755)
+    caps = ["CAP_CHOWN", "CAP_SYS_RESOURCE", "CAP_SYS_ADMIN"]
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "config.json").write_text(json.dumps({"process": {"capabilities": {
+        "bounding": caps, "effective": caps, "permitted": caps}}, "root": {"path": "rootfs"}}))
+    subprocess.run([str(wrapper), "--root", "/x", "create", "--bundle", str(bundle), "cid"], check=True)
+    spec = json.loads((bundle / "config.json").read_text())
+    for kind in ("bounding", "effective", "permitted"):
+        assert spec["process"]["capabilities"][kind] == ["CAP_CHOWN", "CAP_SYS_ADMIN"]
+    assert spec["root"] == {"path": "rootfs"}
+    assert (tmp_path / "argv").read_text().split() == ["--root", "/x", "create", "--bundle", str(bundle), "cid"]
+
+    proc_file = tmp_path / "process.json"
+    proc_file.write_text(json.dumps({"args": ["sh"], "capabilities": {"bounding": caps}}))
+    subprocess.run([str(wrapper), "exec", f"--process={proc_file}", "cid"], check=True)
+    assert json.loads(proc_file.read_text())["capabilities"]["bounding"] == ["CAP_CHOWN", "CAP_SYS_ADMIN"]
+
+    # Other commands and specs without capabilities pass through untouched.
+    plain = bundle / "config.json"
+    plain.write_text('{"process": {}}')
+    subprocess.run([str(wrapper), "create", "-b", str(bundle), "cid"], check=True)
+    assert json.loads(plain.read_text()) == {"process": {}}
+    subprocess.run([str(wrapper), "delete", "cid"], check=True)
+    assert (tmp_path / "argv").read_text().split() == ["delete", "cid"]
+
+
+@pytest.mark.parametrize(("text", "mirror"), [
+    ("Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n", "http://deb.debian.org/debian"),
+    ("Types: deb\nURIs: http://deb.debian.org/debian-security\n", None),
+    ("deb [arch=amd64] http://mirror.example/debian bookworm main\n", "http://mirror.example/debian"),
+    ("# deb http://commented.example/debian bookworm main\n", None),
+])
+def test_apt_mirror_parsing(text: str, mirror: str | None) -> None:
+    assert images.mirror_in(text) == mirror
+
+
+def test_containerd_config_drops_fuse_proxy_and_restricts_oom_score_adj(tmp_path: Path) -> None:
+    conf = tmp_path / "etc/containerd"
+    conf.mkdir(parents=True)
+    (conf / "config.toml").write_text(
+        'version = 2\n\n[proxy_plugins]\n# rootless\n[proxy_plugins."fuse-overlayfs"]\n  type = "snapshot"\n'
+        '  address = "/run/containerd-fuse-overlayfs.sock"\n\n[plugins."io.containerd.grpc.v1.cri"]\n'
+        '  sandbox_image = "registry.k8s.io/pause:3.10"\n  restrict_oom_score_adj = false\n')
+    text, sandbox = images._containerd_config(tmp_path)
+    assert "proxy_plugins" not in text and "fuse-overlayfs" not in text
+    assert "restrict_oom_score_adj = true" in text and "= false" not in text
+    assert sandbox == "registry.k8s.io/pause:3.10"
+    assert 'version = 2' in text and '[plugins."io.containerd.grpc.v1.cri"]' in text
+
+
+def test_options_validate_workers_and_image_tag() -> None:
+    with pytest.raises(clusters.KindError, match="workers"):
+        clusters.KindOptions(workers=3)
+    with pytest.raises(clusters.KindError, match="tag"):
+        clusters.KindOptions(image="registry.example:5000/jobmirror")
+    opts = clusters.KindOptions(prefix="p", workers=2)
+    assert opts.all_clusters() == ["p-manager", "p-worker-1", "p-worker-2"]
+    assert opts.worker_clusters() == {"worker-1": "p-worker-1", "worker-2": "p-worker-2"}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_overlay_replaces_config_and_secret_and_keeps_the_shipped_workers(tmp_path: Path, workers: int) -> None:
+    opts = clusters.KindOptions(workers=workers, image="reg.example:5000/jm:v9", workdir=tmp_path)
+    files = [f"{w}.kubeconfig" for w in opts.worker_clusters()]
+    overlay = clusters._overlay(opts, files, story1=workers == 1)
+    k = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    base = (overlay / k["resources"][0]).resolve()
+    assert base == (clusters.DEPLOY / "manager-as-worker" if workers == 1 else clusters.DEPLOY).resolve()
+    assert k["images"] == [{"name": "jobmirror", "newName": "reg.example:5000/jm", "newTag": "v9"}]
+    assert k["secretGenerator"][0]["files"] == files and k["secretGenerator"][0]["behavior"] == "replace"
+    cfg = yaml.safe_load((overlay / "config.yaml").read_text())
+    assert cfg["workerLostTimeout"] == clusters.E2E_CONFIG_OVERRIDES["workerLostTimeout"]
+    names = [w["name"] for w in cfg["workers"]]
+    assert names == (["manager", "worker-1"] if workers == 1 else ["worker-1", "worker-2"])
+    assert cfg["leaderElection"]["enabled"] is True
+    if workers == 1:
+        assert (overlay / "in-cluster.kubeconfig").exists()
+        assert "in-cluster.kubeconfig" in k["configMapGenerator"][0]["files"]
