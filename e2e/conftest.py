@@ -141,6 +141,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         if rec.detail and mark not in ("PASS", "SKIP"):
             line += f"\n{'':18}↳ {rec.detail}"
         tr.write_line(line)
+    for note in env.notes if env else []:
+        tr.write_line(f"  {'measured':7}          {note}")
     total = sum(s for _, s in env.timings) if env else 0.0
     total += sum(r.seconds for r in STATE.records.values())
     tr.write_line(f"  {'':7} {total:6.1f}s  total (setup + test calls); wall clock {time.monotonic() - _T0:.1f}s")

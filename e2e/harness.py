@@ -201,6 +201,8 @@ class E2EEnv:
     #: Server-side dry runs done while bringing the environment up: (cluster, kustomization) → result.
     dry_runs: dict[tuple[str, str], subprocess.CompletedProcess[str]] = field(default_factory=dict)
     timings: list[tuple[str, float]] = field(default_factory=list)
+    #: Figures the tests measured (takeover times, delays), printed in the session summary.
+    notes: list[str] = field(default_factory=list)
     controller: ControllerProcess | None = None
     controller_config: Path | None = None
     bed: Any = None

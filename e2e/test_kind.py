@@ -228,14 +228,14 @@ async def test_kind_leader_deleted_then_killed(controller: E2EEnv) -> None:
         t0 = time.monotonic()
         await asyncio.to_thread(env.kubectl, "delete", "pod", holder_pod(first), "-n", SYSTEM_NS, "--wait=false")
         second, secs = await wait_new_leader(env, first, timeout=LEASE_DURATION + RETRY_PERIOD + 20)
-        print(f"leader Pod deleted: {holder_pod(first)} → {second} in {secs:.1f}s")
+        env.notes.append(f"leader Pod deleted → new leader in {secs:.1f}s (lease {LEASE_DURATION}s)")
         assert time.monotonic() - t0 <= LEASE_DURATION + RETRY_PERIOD + 8, f"takeover took {secs:.1f}s"
 
         names += await _submit(env, ns, "between", 4, seconds=8)
         pod = next(p for p in await controller_pods(env) if p["metadata"]["name"] == holder_pod(second))
         pid = await asyncio.to_thread(kill_9_in_node, env, pod)
-        third, secs = await wait_new_leader(env, second, timeout=LEASE_DURATION + RETRY_PERIOD + 20)
-        print(f"leader process kill -9 (pid {pid} in {pod['metadata']['name']}) → {third} in {secs:.1f}s")
+        _, secs = await wait_new_leader(env, second, timeout=LEASE_DURATION + RETRY_PERIOD + 20)
+        env.notes.append(f"leader process kill -9 (pid {pid} in the node) → new leader in {secs:.1f}s")
         assert secs <= LEASE_DURATION + RETRY_PERIOD + 8, f"takeover after kill -9 took {secs:.1f}s"
         names += await _submit(env, ns, "after", 4, seconds=4)
         jobs = await finished(env, ns, names, timeout=240)
@@ -281,8 +281,8 @@ async def test_kind_worker_node_stopped_redispatch_then_stale_copy_deleted(contr
             return reasons if {"WorkerLost", "Redispatched"} <= reasons else None
 
         await wait_for(redispatched, timeout=150, interval=1, what=f"WorkerLost + Redispatched on {victim}")
-        print(f"{victim}: redispatched {time.monotonic() - stopped_at:.0f}s after `docker stop` "
-              f"(workerLostTimeout {WORKER_LOST_TIMEOUT}s)")
+        env.notes.append(f"worker node stopped → Redispatched after {time.monotonic() - stopped_at:.0f}s "
+                         f"(workerLostTimeout {WORKER_LOST_TIMEOUT}s)")
         job = await wait_condition(env, ns, victim, "Complete", timeout=180)
         assert job["metadata"]["annotations"][ANNOTATION_CLUSTER] != worker, job["metadata"]["annotations"]
         assert job["status"].get("succeeded") == 1, job["status"]
@@ -294,14 +294,16 @@ async def test_kind_worker_node_stopped_redispatch_then_stale_copy_deleted(contr
             await env.workers[worker].list_all(NAMESPACES, None)
             return True
 
-        await wait_for(reachable, timeout=180, interval=2, what=f"{worker}'s API server back after `docker start`")
-
         async def stale_gone() -> bool:
             items, _ = await env.workers[worker].list_all(JOBS, ns)
             return not [j for j in items if j["metadata"]["labels"].get("jobmirror.dev/origin-uid") == uids[victim]
                         and not j["metadata"].get("deletionTimestamp")]
 
+        t_back = time.monotonic()
+        await wait_for(reachable, timeout=180, interval=2, what=f"{worker}'s API server back after `docker start`")
         await wait_for(stale_gone, timeout=120, interval=2, what=f"the stale copy of {victim} deleted from {worker}")
+        env.notes.append(f"worker node started again → stale copy deleted {time.monotonic() - t_back:.0f}s after its "
+                         "API server answered")
         others = await finished(env, ns, [n for n in names if n != victim], timeout=120)
         assert all(condition_true(j, "Complete") for j in others.values())
     finally:
@@ -330,7 +332,9 @@ async def test_kind_rolling_update_with_jobs_in_flight(controller: E2EEnv) -> No
         await asyncio.to_thread(env.kubectl, "set", "image", f"deployment/{DEPLOYMENT}", f"controller={new_image}",
                                 "-n", SYSTEM_NS)
         names += await _submit(env, ns, "during", 4, seconds=4)
+        t_roll = time.monotonic()
         await _deployment_ready(env, timeout=240)
+        env.notes.append(f"rolling update: rolled out in {time.monotonic() - t_roll:.0f}s with Jobs in flight")
         names += await _submit(env, ns, "after", 2, seconds=2)
         jobs = await finished(env, ns, names, timeout=240)
         await asyncio.sleep(2)

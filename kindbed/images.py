@@ -194,19 +194,24 @@ def build_context(ref: str, dockerfile: str, files: dict[str, Path]) -> None:
 
 
 def workload_image() -> str:
-    """Debian's busybox-static in a scratch image: ``sh -c 'sleep 2; exit 1'`` and friends."""
+    """Debian's busybox-static in a scratch image: ``sh -c 'sleep 2; exit 1'`` and friends.
+
+    Tagged with the package version apt offers (read locally with ``apt-cache``), so the
+    .deb is downloaded only when that version has no image yet.
+    """
+    out = _run(["apt-cache", "show", "--no-all-versions", "busybox-static"], what="apt-cache show busybox-static")
+    m = re.search(r"^Version:\s*(\S+)", out, re.MULTILINE)
+    if m is None:
+        raise ImageError(f"apt-cache show busybox-static printed no Version:\n{out[:500]}")
+    ref = f"jobmirror.local/busybox:{busybox_tag(m.group(1))}"
+    if image_exists(ref):
+        return ref
+    _log(f"building {ref}")
     work = images_dir() / "work" / "busybox"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    _run(["apt-get", "download", "busybox-static"], what="apt-get download busybox-static", cwd=work)
+    _run(["apt-get", "download", f"busybox-static={m.group(1)}"], what="apt-get download busybox-static", cwd=work)
     deb = next(work.glob("busybox-static_*.deb"))
-    version = _run(["dpkg-deb", "-f", str(deb), "Version"], what="dpkg-deb -f").strip()
-    version = re.sub(r"[^A-Za-z0-9_.-]", "-", version.split(":")[-1])  # a valid tag: no epoch, no '+'
-    ref = f"jobmirror.local/busybox:{version}"
-    if image_exists(ref):
-        shutil.rmtree(work, ignore_errors=True)
-        return ref
-    _log(f"building {ref}")
     _run(["dpkg-deb", "-x", str(deb), str(work / "x")], what="dpkg-deb -x busybox-static")
     build_context(ref, "FROM scratch\nCOPY busybox /bin/busybox\n"
                        'RUN ["/bin/busybox", "--install", "-s", "/bin"]\n'
@@ -214,6 +219,11 @@ def workload_image() -> str:
                   {"busybox": work / "x" / "bin" / "busybox"})
     shutil.rmtree(work, ignore_errors=True)
     return ref
+
+
+def busybox_tag(deb_version: str) -> str:
+    """A Debian version as an image tag: no epoch, only ``[A-Za-z0-9_.-]``."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", deb_version.split(":", 1)[-1])
 
 
 # -- the controller image ---------------------------------------------------------------------------

@@ -115,3 +115,11 @@ def test_overlay_replaces_config_and_secret_and_keeps_the_shipped_workers(tmp_pa
     if workers == 1:
         assert (overlay / "in-cluster.kubeconfig").exists()
         assert "in-cluster.kubeconfig" in k["configMapGenerator"][0]["files"]
+
+
+@pytest.mark.parametrize(("version", "tag"), [
+    ("1:1.35.0-4+deb12u1+b1", "1.35.0-4-deb12u1-b1"),
+    ("1.36.1-9~bpo12+1", "1.36.1-9-bpo12-1"),
+])
+def test_busybox_tag_is_a_valid_image_tag(version: str, tag: str) -> None:
+    assert images.busybox_tag(version) == tag
