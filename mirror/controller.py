@@ -18,7 +18,7 @@ from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeco
 from kruntime.events import EventRecorder
 from kruntime.httpserver import HealthServer
 from kruntime.informer import Informer
-from kruntime.resources import JOBS, NAMESPACES, Obj, key_of, status_only_change
+from kruntime.resources import JOBS, LEASES, NAMESPACES, Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc
 from mirror.config import Config
@@ -48,6 +48,8 @@ class MirrorController:
         self.queue: WorkQueue[str] = WorkQueue("mirror", backoff_base=0.05, backoff_cap=60.0)
         self.reconciler: Reconciler | None = None
         self.leading = not cfg.leader_election.enabled
+        self._identity = ""
+        self._led = False  # became leader at some point: a graceful stop hands the Lease back
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self.health_server: HealthServer | None = None
@@ -158,12 +160,13 @@ class MirrorController:
     async def _run_with_leader_election(self) -> None:
         assert self.manager is not None
         le = self.cfg.leader_election
-        identity = f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+        identity = self._identity = f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
         lock = LeaseLock(le.lease_name, le.namespace, identity, self.manager.api)
         lost = asyncio.Event()
 
         async def started() -> None:
             log.info("became leader (%s)", identity)
+            self._led = True
             await self._run_controller()
 
         async def stopped() -> None:
@@ -174,11 +177,32 @@ class MirrorController:
                                        started, stopped)
         election = asyncio.create_task(leaderelection.LeaderElection(config).run())
         waiter = asyncio.create_task(lost.wait())
-        await asyncio.wait({election, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        for t in (election, waiter):
-            t.cancel()
+        try:
+            await asyncio.wait({election, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also on cancellation (SIGTERM): no renewal may follow the release in shutdown()
+            for t in (election, waiter):
+                t.cancel()
+            await asyncio.gather(election, waiter, return_exceptions=True)
         if election.done() and not election.cancelled() and election.exception() is not None:
             raise RuntimeError(f"leader election failed: {election.exception()!r}") from election.exception()
+
+    async def _release_lease(self) -> None:
+        """Hand the Lease back once our work has stopped, so the standby leads after its next
+        retryPeriod instead of waiting out leaseDuration (a rolling update, a deleted Pod).
+        Only if we still hold it, with the read resourceVersion as precondition."""
+        assert self.manager is not None
+        le = self.cfg.leader_election
+        try:
+            lease = await self.manager.get(LEASES, le.namespace, le.lease_name)
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") != self._identity:
+                return
+            spec.pop("holderIdentity", None)
+            spec["leaseDurationSeconds"] = 1
+            await self.manager.replace(LEASES, le.namespace, le.lease_name, {**lease, "spec": spec})
+            log.info("released the leader Lease %s/%s", le.namespace, le.lease_name)
+        except (TimeoutError, ApiError, OSError) as exc:
+            log.warning("could not release the leader Lease (the standby takes over after leaseDuration): %s", exc)
 
     async def shutdown(self) -> None:
         if self._stopping.is_set():
@@ -190,6 +214,8 @@ class MirrorController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.reconciler is not None:
             await self.reconciler.recorder.flush()
+        if self._led:
+            await self._release_lease()
         for w in self.workers.values():
             await w.client.close()
         if self.manager is not None:

@@ -76,9 +76,32 @@ async def test_two_replicas_one_leader_and_failover(client_for: ClientFor, clust
         await env.wait_condition("before", "Complete", timeout=60)
         assert not standby.leading  # the standby never reconciled while the leader lived
 
-        await env.stop(leader)  # the leader dies without releasing the lease
+        await env.stop(leader)  # a stop: the standby takes over (released Lease, or after leaseDuration)
         await wait_for(lambda: asyncio.sleep(0, standby.leading), timeout=30, what="standby takes over")
         lease = await env.manager.get(LEASES, ns, "jobmirror")
         assert lease["spec"]["holderIdentity"] != holder
         await env.create(make_job("after"))
         await env.wait_condition("after", "Complete", timeout=60)
+
+
+async def test_graceful_stop_hands_the_lease_to_the_standby(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    """A leader that stops gracefully releases the Lease: the standby leads within a few retry
+    periods, far below leaseDuration (15 s here), and the Lease names the new holder."""
+    le = LeaderElection(enabled=True, namespace=ns, lease_name="jobmirror", lease_duration=15,
+                        renew_deadline=10, retry_period=1)
+    async with mirror_env(client_for, cluster, ns, leader_election=le) as env:
+        a = await env.start()
+        await wait_for(lambda: asyncio.sleep(0, a.leading), timeout=30, what="the first replica leads")
+        b = await env.start()
+        await asyncio.sleep(2)
+        assert not b.leading
+        old = (await env.manager.get(LEASES, ns, "jobmirror"))["spec"]["holderIdentity"]
+        t0 = asyncio.get_running_loop().time()
+        await env.stop(a)
+        await wait_for(lambda: asyncio.sleep(0, b.leading), timeout=30, interval=0.1, what="the standby takes over")
+        took = asyncio.get_running_loop().time() - t0
+        assert took < 6, f"takeover after a graceful stop took {took:.1f}s (leaseDuration 15 s: not released?)"
+        spec = (await env.manager.get(LEASES, ns, "jobmirror"))["spec"]
+        assert spec["holderIdentity"] not in ("", None, old), spec
+        await env.create(make_job("after-handover"))
+        await env.wait_condition("after-handover", "Complete", timeout=60)
