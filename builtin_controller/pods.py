@@ -14,7 +14,7 @@ from datetime import datetime
 from builtin_controller import api
 from builtin_controller.backoff import finished_time
 from builtin_controller.failure_policy import is_pod_failed, match
-from builtin_controller.indexes import Intervals
+from jobapi.intervals import Intervals
 from kruntime.resources import Obj
 
 #: The API server appends 5 random characters to a generateName of at most this length.

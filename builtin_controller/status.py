@@ -21,43 +21,25 @@ from datetime import datetime
 from builtin_controller import api, success_policy
 from builtin_controller.backoff import BackoffRecord
 from builtin_controller.failure_policy import counts_as_failure, fail_job_message
-from builtin_controller.indexes import Intervals
 from builtin_controller.pods import count_ready, past_backoff_limit_on_failure, pods_with_delayed_deletion_per_index
 from builtin_controller.tracking import failed_indexes, new_finished_pods, succeeded_indexes, uncounted_of
+from jobapi import conditions as jc
+from jobapi.intervals import Intervals
 from kruntime.resources import Obj
 
 
 def new_condition(ctype: str, status: str, reason: str, message: str, now: datetime) -> Obj:
-    t = api.format_time(now)
-    return {"type": ctype, "status": status, "lastProbeTime": t, "lastTransitionTime": t,
-            "reason": reason, "message": message}
+    return jc.new_condition(ctype, status, reason, message, api.format_time(now))
 
 
 def ensure_condition(conditions: list[Obj], ctype: str, status: str, reason: str, message: str,
                      now: datetime) -> bool:
-    """Set a condition in place; True if the list changed.
-
-    An absent condition is only added when not ``False`` (nothing → False says nothing);
-    an existing one is replaced, with a fresh transition time, when anything differs.
-    """
-    for i, c in enumerate(conditions):
-        if c.get("type") == ctype:
-            if c.get("status") != status or (c.get("reason") or "") != reason or (c.get("message") or "") != message:
-                conditions[i] = new_condition(ctype, status, reason, message, now)
-                return True
-            return False
-    if status != "False":
-        conditions.append(new_condition(ctype, status, reason, message, now))
-        return True
-    return False
+    """Set a condition in place by the upstream controller's rule (any change restamps it)."""
+    return jc.set_restamping(conditions, ctype, status, reason, message, api.format_time(now))
 
 
 def failed_from_failure_target(cond: Obj, now: datetime) -> Obj:
     return new_condition(api.FAILED, "True", cond.get("reason") or "", cond.get("message") or "", now)
-
-
-def is_success_criteria_met(cond: Obj | None) -> bool:
-    return cond is not None and cond.get("type") == api.SUCCESS_CRITERIA_MET and cond.get("status") == "True"
 
 
 @dataclass
@@ -208,7 +190,7 @@ def promote_interim(ctx: SyncContext, now: datetime) -> bool:
         conds.append(cond)
         changed = True
         ctx.finished_condition = failed_from_failure_target(cond, now)
-    elif is_success_criteria_met(cond):
+    elif jc.holds(cond, jc.SUCCESS_CRITERIA_MET):
         if not api.condition_true(ctx.job, api.SUCCESS_CRITERIA_MET):
             conds.append(cond)
             changed = True

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from builtin_controller import api
 from builtin_controller.failure_policy import is_pod_failed, match
-from builtin_controller.indexes import Intervals
+from jobapi import conditions as jc
+from jobapi.intervals import Intervals
 from kruntime.resources import Obj
 
 MAX_UNCOUNTED_PODS = 500
@@ -99,7 +100,7 @@ def plan(job: Obj, pods: list[Obj], *, expected_rm: frozenset[str], prev_uncount
     completions = api.completions(job) or 0
     policy = api.pod_failure_policy(job)
     # A job that is failing (not succeeding) counts every unfinished pod as failed.
-    failing = finished_condition is not None and not _is_success_criteria_met(finished_condition)
+    failing = finished_condition is not None and not jc.holds(finished_condition, jc.SUCCESS_CRITERIA_MET)
     for pod in pods:
         pid = api.uid(pod)
         if not api.has_tracking_finalizer(pod) or pid in expected_rm:
@@ -134,10 +135,6 @@ def plan(job: Obj, pods: list[Obj], *, expected_rm: frozenset[str], prev_uncount
             out.reached_max_uncounted = True
             break
     return out
-
-
-def _is_success_criteria_met(cond: Obj) -> bool:
-    return cond.get("type") == api.SUCCESS_CRITERIA_MET and cond.get("status") == "True"
 
 
 def uids_with_finalizer(pods: list[Obj], expected_rm: frozenset[str]) -> set[str]:

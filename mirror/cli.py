@@ -9,12 +9,13 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from jobapi.conditions import TERMINAL_TYPES, is_finished, is_true, job_conditions
+from jobapi.times import parse_time
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
 from kruntime.logging_setup import setup_logging
 from kruntime.resources import JOBS, Obj
 from mirror.config import Config, ConfigError, load_config
 from mirror.naming import ANNOTATION_CLUSTER, FIELD_MANAGER
-from mirror.status import condition, is_finished
 
 DEFAULT_CONFIG = Path("/etc/jobmirror/config.yaml")
 
@@ -58,9 +59,8 @@ async def _check(cfg: Config) -> list[str]:
 
 
 def _state(job: Obj) -> str:
-    for t in ("Complete", "Failed"):
-        c = condition(job, t)
-        if c and c.get("status") == "True":
+    for t in TERMINAL_TYPES:
+        if is_true(job_conditions(job), t):
             return t
     if job.get("spec", {}).get("suspend"):
         return "Suspended"
@@ -76,7 +76,9 @@ def _last_sync(job: Obj, now: datetime) -> str:
              if m.get("manager") == FIELD_MANAGER and m.get("subresource") == "status" and m.get("time")]
     if not times:
         return "-"
-    t = datetime.strptime(max(times), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    t = parse_time(max(times))
+    if t is None:
+        return "-"
     return f"{(now - t).total_seconds():.0f}s"
 
 

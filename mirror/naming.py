@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 
-DEFAULT_CONTROLLER_NAME = "jobmirror.dev/controller"
-BUILTIN_CONTROLLER_NAME = "kubernetes.io/job-controller"
+from jobapi.names import BUILTIN_JOB_CONTROLLER, CONTROLLER_UID_LABELS, JOBMIRROR_CONTROLLER
+
+DEFAULT_CONTROLLER_NAME = JOBMIRROR_CONTROLLER
+BUILTIN_CONTROLLER_NAME = BUILTIN_JOB_CONTROLLER
 
 # On the remote copy.
 LABEL_ORIGIN = "jobmirror.dev/origin"
@@ -20,8 +22,7 @@ FINALIZER = "jobmirror.dev/cleanup"
 
 FIELD_MANAGER = "jobmirror"
 
-# Labels the API server generates for a Job's selector; the worker generates its own.
-CONTROLLER_UID_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
+__all__ = ["BUILTIN_CONTROLLER_NAME", "CONTROLLER_UID_LABELS", "DEFAULT_CONTROLLER_NAME"]
 
 
 def derived_remote_name(name: str, origin: str) -> str:

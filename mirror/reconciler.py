@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from jobapi.conditions import is_finished
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import EventRecorder
 from kruntime.informer import Informer
@@ -33,7 +34,7 @@ from mirror.naming import (
 )
 from mirror.placement import NoWorker, PlacementPolicy, WorkerView
 from mirror.remote_copy import build_remote_copy, is_our_copy, spec_patch
-from mirror.status import desired_manager_status, is_finished, status_differs
+from mirror.status import desired_manager_status, status_differs
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)

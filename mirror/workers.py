@@ -15,13 +15,13 @@ from collections.abc import Callable
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from jobapi.conditions import is_finished
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import JOBS, Obj
 from mirror import metrics
 from mirror.config import Worker
 from mirror.naming import ANNOTATION_ORIGIN_JOB, LABEL_ORIGIN, LABEL_ORIGIN_UID
-from mirror.status import is_finished
 
 log = logging.getLogger(__name__)
 

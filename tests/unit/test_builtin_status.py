@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from builtin_controller import api, status, tracking
-from builtin_controller.indexes import Intervals
+from jobapi.intervals import Intervals
 
 NOW = datetime(2026, 11, 23, 10, 0, 0, tzinfo=UTC)
 T = api.format_time(NOW)
