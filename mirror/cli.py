@@ -9,12 +9,13 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jobapi.conditions import TERMINAL_TYPES, is_finished, is_true, job_conditions
 from jobapi.times import parse_time
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
 from kruntime.logging_setup import setup_logging
-from kruntime.resources import JOBS, Obj
+from kruntime.resources import Obj
 from mirror.config import Config, ConfigError, load_config
+from mirror.job_kind import JOB_KIND
+from mirror.kinds import MirroredKind
 from mirror.naming import ANNOTATION_CLUSTER, FIELD_MANAGER
 
 DEFAULT_CONFIG = Path("/etc/jobmirror/config.yaml")
@@ -58,13 +59,11 @@ async def _check(cfg: Config) -> list[str]:
     return problems
 
 
-def _state(job: Obj) -> str:
-    for t in TERMINAL_TYPES:
-        if is_true(job_conditions(job), t):
-            return t
-    if job.get("spec", {}).get("suspend"):
-        return "Suspended"
-    ann = job["metadata"].get("annotations") or {}
+def _state(kind: MirroredKind, obj: Obj) -> str:
+    held = kind.state(obj)
+    if held is not None:
+        return held
+    ann = obj["metadata"].get("annotations") or {}
     if ANNOTATION_CLUSTER not in ann:
         return "Pending"
     return "Running"
@@ -82,24 +81,24 @@ def _last_sync(job: Obj, now: datetime) -> str:
     return f"{(now - t).total_seconds():.0f}s"
 
 
-async def _status(cfg: Config) -> int:
+async def _status(cfg: Config, kind: MirroredKind = JOB_KIND) -> int:
     mkc = await load_kubeconfig(cfg.manager_kubeconfig, cfg.manager_context) if cfg.manager_kubeconfig \
         else await load_incluster()
     manager = ClusterClient.from_configuration("manager", mkc, timeout=cfg.request_timeout)
     now = datetime.now(UTC)
     try:
-        items, _ = await manager.list_all(JOBS, None)
-        claimed = [j for j in items if j.get("spec", {}).get("managedBy") == cfg.controller_name
-                   and (not cfg.namespaces or j["metadata"]["namespace"] in cfg.namespaces)]
-        print(f"{'JOB':40s} {'WORKER':12s} {'STATE':10s} {'SUCCEEDED':>9s} {'FAILED':>6s} {'ACTIVE':>6s} LAST SYNC")
+        items, _ = await manager.list_all(kind.resource, None)
+        claimed = [j for j in items if kind.claims(j, cfg)]
+        print(f"{kind.name.upper():40s} {'WORKER':12s} {'STATE':10s} {'SUCCEEDED':>9s} {'FAILED':>6s} {'ACTIVE':>6s} "
+              "LAST SYNC")
         for j in sorted(claimed, key=lambda x: (x["metadata"]["namespace"], x["metadata"]["name"])):
             st = j.get("status") or {}
             worker = (j["metadata"].get("annotations") or {}).get(ANNOTATION_CLUSTER, "-")
             name = f"{j['metadata']['namespace']}/{j['metadata']['name']}"
-            print(f"{name:40s} {worker:12s} {_state(j):10s} {st.get('succeeded', 0):>9} {st.get('failed', 0):>6} "
+            print(f"{name:40s} {worker:12s} {_state(kind, j):10s} {st.get('succeeded', 0):>9} {st.get('failed', 0):>6} "
                   f"{st.get('active', 0):>6} {_last_sync(j, now)}")
-        unfinished = sum(1 for j in claimed if not is_finished(j))
-        print(f"\n{len(claimed)} claimed Jobs, {unfinished} unfinished\n")
+        unfinished = sum(1 for j in claimed if not kind.is_finished(j))
+        print(f"\n{len(claimed)} claimed {kind.name}s, {unfinished} unfinished\n")
     finally:
         await manager.close()
     print(f"{'WORKER':12s} {'HEALTH':10s} {'VERSION':10s} DETAIL")

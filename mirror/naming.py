@@ -12,7 +12,14 @@ BUILTIN_CONTROLLER_NAME = BUILTIN_JOB_CONTROLLER
 # On the remote copy.
 LABEL_ORIGIN = "jobmirror.dev/origin"
 LABEL_ORIGIN_UID = "jobmirror.dev/origin-uid"
-ANNOTATION_ORIGIN_JOB = "jobmirror.dev/origin-job"
+
+def origin_annotation(kind: str) -> str:
+    """The annotation on a copy naming its manager object (``<ns>/<name>``); one per kind, so
+    the value never has to say which kind it names."""
+    return f"jobmirror.dev/origin-{kind.lower()}"
+
+
+ANNOTATION_ORIGIN_JOB = origin_annotation("Job")
 
 # On the manager Job.
 ANNOTATION_CLUSTER = "jobmirror.dev/cluster"
