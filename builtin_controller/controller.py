@@ -156,14 +156,14 @@ class JobController:
         await self.recorder.flush()
         log.info("job controller stopped")
 
-    def healthy(self) -> tuple[bool, str]:
+    def liveness(self) -> tuple[bool, str]:
         """Liveness: the controller loop is running. API trouble is not a reason to restart."""
         task = self._run_task
         if task is not None and task.done():
             return False, "controller loop exited"
         return True, "ok"
 
-    def ready(self) -> tuple[bool, str]:
+    def readiness(self) -> tuple[bool, str]:
         """Readiness: caches synced and both watches currently connected."""
         if not self.synced.is_set():
             return False, "caches not synced"

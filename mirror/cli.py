@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 from jobapi.times import parse_time
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
-from kruntime.logging_setup import setup_logging
+from kruntime.lifecycle import add_logging_args, cancel_and_wait, run_until_signalled, setup_logging_from
 from kruntime.resources import Obj
 from mirror.config import Config, ConfigError, load_config
 from mirror.job_kind import JOB_KIND
@@ -25,15 +24,14 @@ async def _run(cfg: Config) -> int:
     from mirror.controller import MirrorController
 
     ctrl = MirrorController(cfg)
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-    assert main is not None
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, main.cancel)
-    try:
-        await ctrl.run()
-    except asyncio.CancelledError:
-        await ctrl.shutdown()
+
+    async def on_signal(task: asyncio.Task[None]) -> None:
+        await cancel_and_wait(task)  # run() stops the controller in its own finally
+        await ctrl.stop()
+
+    ended = await run_until_signalled(ctrl.run(), on_signal)
+    if ended is not None:
+        ended.result()  # an exception from the controller propagates, as before
     return 0
 
 
@@ -122,8 +120,7 @@ async def _status(cfg: Config, kind: MirroredKind = JOB_KIND) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="jobmirror", description="Mirror managedBy Jobs into worker clusters.")
-    p.add_argument("--log-level", default="INFO")
-    p.add_argument("--log-format", choices=["auto", "json", "text"], default="auto")
+    add_logging_args(p)
     sub = p.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="run the controller")
     run.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
@@ -132,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     chk = sub.add_parser("check-config", help="validate the config file and every kubeconfig in it")
     chk.add_argument("config", type=Path)
     args = p.parse_args(argv)
-    setup_logging(args.log_level, args.log_format)
+    setup_logging_from(args)
     try:
         cfg = load_config(args.config)
     except ConfigError as exc:

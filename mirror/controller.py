@@ -183,7 +183,7 @@ class MirrorController:
             else:
                 await self._run_controller()
         finally:
-            await self.shutdown()
+            await self.stop()
             if server is not None:
                 await server.stop()
 
@@ -212,7 +212,7 @@ class MirrorController:
         if election.done() and not election.cancelled() and election.exception() is not None:
             raise RuntimeError(f"leader election failed: {election.exception()!r}") from election.exception()
 
-    async def shutdown(self) -> None:
+    async def stop(self) -> None:
         if self._stopping.is_set():
             return
         self._stopping.set()
