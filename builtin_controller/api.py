@@ -44,6 +44,16 @@ from jobapi.names import (
     NON_INDEXED,
     atoi,
 )
+from jobapi.objects import (
+    annotations_of,
+    controller_ref,
+    deletion_timestamp,
+    labels_of,
+    md,
+    name,
+    namespace,
+    uid,
+)
 from jobapi.times import format_time, parse_time, utcnow
 from kruntime.resources import Obj
 
@@ -56,7 +66,8 @@ __all__ = [
     "MSG_MAX_FAILED_INDEXES", "NON_INDEXED", "REASON_BACKOFF_LIMIT_EXCEEDED", "REASON_COMPLETIONS_REACHED",
     "REASON_DEADLINE_EXCEEDED", "REASON_FAILED_INDEXES", "REASON_JOB_RESUMED", "REASON_JOB_SUSPENDED",
     "REASON_MAX_FAILED_INDEXES_EXCEEDED", "REASON_POD_FAILURE_POLICY", "REASON_SUCCESS_POLICY",
-    "SUCCESS_CRITERIA_MET", "SUSPENDED", "condition", "format_time", "is_finished", "parse_time", "utcnow",
+    "SUCCESS_CRITERIA_MET", "SUSPENDED", "annotations_of", "condition", "controller_ref", "deletion_timestamp",
+    "format_time", "is_finished", "labels_of", "md", "name", "namespace", "parse_time", "uid", "utcnow",
 ]
 
 JOB_CONTROLLER_NAME = BUILTIN_JOB_CONTROLLER
@@ -75,48 +86,6 @@ FAILED_PHASE = "Failed"
 UNKNOWN = "Unknown"
 
 UNKNOWN_INDEX = -1
-
-
-# -- metadata ---------------------------------------------------------------------------------
-
-def md(obj: Obj) -> Obj:
-    m: Obj = obj.get("metadata") or {}
-    return m
-
-
-def uid(obj: Obj) -> str:
-    return str(md(obj).get("uid", ""))
-
-
-def name(obj: Obj) -> str:
-    return str(md(obj).get("name", ""))
-
-
-def namespace(obj: Obj) -> str:
-    return str(md(obj).get("namespace", ""))
-
-
-def deletion_timestamp(obj: Obj) -> str | None:
-    v = md(obj).get("deletionTimestamp")
-    return str(v) if v else None
-
-
-def controller_ref(obj: Obj) -> Obj | None:
-    for ref in md(obj).get("ownerReferences") or []:
-        if ref.get("controller"):
-            r: Obj = ref
-            return r
-    return None
-
-
-def annotations_of(obj: Obj) -> dict[str, str]:
-    a: dict[str, str] = md(obj).get("annotations") or {}
-    return a
-
-
-def labels_of(obj: Obj) -> dict[str, str]:
-    lb: dict[str, str] = md(obj).get("labels") or {}
-    return lb
 
 
 # -- pods -------------------------------------------------------------------------------------
@@ -187,7 +156,16 @@ def spec(job: Obj) -> Obj:
 
 
 def status(job: Obj) -> Obj:
-    s: Obj = job.setdefault("status", {})
+    """The Job's status for reading; a fresh empty dict (not stored on the Job) when it has none."""
+    s = job.get("status")
+    return s if isinstance(s, dict) else {}
+
+
+def status_for_update(job: Obj) -> Obj:
+    """The Job's status for writing in place: created on the (private copy of the) Job when missing."""
+    s = job.get("status")
+    if not isinstance(s, dict):
+        s = job["status"] = {}
     return s
 
 

@@ -458,8 +458,8 @@ class JobController:
 
     async def _sync(self, key: str, job: Obj) -> str:
         """One reconcile pass; returns the sync action for metrics. Raises to retry."""
-        st = api.status(job)
-        tracking.uncounted_of(st)
+        st = api.status_for_update(job)  # ``job`` is this sync's private copy
+        tracking.ensure_uncounted(st)
         # Expectations first: a pod that shows up after this check only delays the sync.
         satisfied = self.expectations.satisfied(key)
         claimed = await self._pods_for_job(job)
@@ -468,9 +468,10 @@ class JobController:
         if st.get("startTime") is None and not api.suspended(job):
             st["startTime"] = api.format_time(now)
         ctx.backoff = backoff.new_backoff_record(self.backoff_store, key, ctx.new_succeeded_pods, ctx.new_failed_pods)
-        recheck = status.evaluate(ctx, now)
-        if recheck is not None:
-            self.queue.add_after(key, recheck)
+        verdict = status.evaluate(ctx, now)
+        ctx.apply(verdict)
+        if verdict.recheck is not None:
+            self.queue.add_after(key, verdict.recheck)
 
         active = len(ctx.active_pods)
         action = metrics.ACTION_RECONCILING
@@ -732,7 +733,7 @@ class JobController:
 
     async def _track_status_and_remove_finalizers(self, ctx: SyncContext, needs_flush: bool) -> None:
         job = ctx.job
-        st = api.status(job)
+        st = api.status_for_update(job)
         indexed = api.is_indexed(job)
         if indexed:
             ctx.pods = sorted(ctx.pods, key=api.completion_index)
@@ -793,7 +794,7 @@ class JobController:
             for p, ok in zip(plan.pods_to_remove_finalizer, done, strict=True):
                 if ok:
                     with_finalizer.discard(api.uid(p))
-        if tracking.clean_uncounted_without_finalizers(api.status(ctx.job), with_finalizer):
+        if tracking.clean_uncounted_without_finalizers(api.status_for_update(ctx.job), with_finalizer):
             needs_flush = True
         if rm_err is not None and needs_flush:
             await self._update_status(ctx.job)

@@ -28,8 +28,15 @@ from kruntime.resources import Obj
 MAX_UNCOUNTED_PODS = 500
 
 
-def uncounted_of(status: Obj) -> Obj:
-    """``status.uncountedTerminatedPods`` with both lists present (created if missing)."""
+def uncounted_lists(status: Obj) -> tuple[list[str], list[str]]:
+    """The succeeded and failed UIDs of ``status.uncountedTerminatedPods``, read only."""
+    u = status.get("uncountedTerminatedPods") or {}
+    return list(u.get("succeeded") or []), list(u.get("failed") or [])
+
+
+def ensure_uncounted(status: Obj) -> Obj:
+    """Normalise ``status.uncountedTerminatedPods`` in place (both lists present) and return it
+    for updating; the first step of a sync, on its private copy of the Job."""
     u: Obj = status.get("uncountedTerminatedPods") or {}
     u.setdefault("succeeded", [])
     u.setdefault("failed", [])
@@ -43,7 +50,7 @@ def uncounted_of(status: Obj) -> Obj:
 
 def clean_uncounted_without_finalizers(status: Obj, uids_with_finalizer: set[str]) -> bool:
     """Step 3: move UIDs whose finalizer is gone into the counters. True if anything moved."""
-    u = uncounted_of(status)
+    u = ensure_uncounted(status)
     changed = False
     for kind in ("succeeded", "failed"):
         keep = [x for x in u[kind] if x in uids_with_finalizer]
@@ -94,8 +101,8 @@ def plan(job: Obj, pods: list[Obj], *, expected_rm: frozenset[str], prev_uncount
     ``completedIndexes`` in order when the per-sync cap cuts the list short.
     """
     out = TrackingPlan()
-    st = api.status(job)
-    u = uncounted_of(st)
+    st = api.status_for_update(job)
+    u = ensure_uncounted(st)
     indexed = api.is_indexed(job)
     completions = api.completions(job) or 0
     policy = api.pod_failure_policy(job)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from jobapi.objects import annotations_of
 from kruntime.resources import Obj
 from mirror.kinds import MirroredKind
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME
@@ -26,9 +27,8 @@ class Placement:
 
 
 def placement_of(obj: Obj) -> Placement:
-    md = obj["metadata"]
-    ann = md.get("annotations") or {}
-    return Placement(ann.get(ANNOTATION_CLUSTER), ann.get(ANNOTATION_REMOTE_NAME) or md["name"])
+    ann = annotations_of(obj)
+    return Placement(ann.get(ANNOTATION_CLUSTER), ann.get(ANNOTATION_REMOTE_NAME) or obj["metadata"]["name"])
 
 
 class Step(StrEnum):

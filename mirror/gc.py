@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from enum import StrEnum
 
+from jobapi.objects import annotations_of, labels_of
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import Obj, split_key
 from mirror import metrics
@@ -31,12 +32,12 @@ class Verdict(StrEnum):
 
 def judge(remote: Obj, manager: Obj | None, *, origin: str, worker: str) -> Verdict:
     """Pure decision for one remote copy, given the manager Job as freshly read (or None)."""
-    labels = remote.get("metadata", {}).get("labels") or {}
+    labels = labels_of(remote)
     if labels.get(LABEL_ORIGIN) != origin:
         return Verdict.KEEP  # never ours to judge
     if manager is None or manager["metadata"].get("uid") != labels.get(LABEL_ORIGIN_UID):
         return Verdict.ORPHAN
-    placed = (manager["metadata"].get("annotations") or {}).get(ANNOTATION_CLUSTER)
+    placed = annotations_of(manager).get(ANNOTATION_CLUSTER)
     if placed is not None and placed != worker:
         return Verdict.STALE
     return Verdict.KEEP

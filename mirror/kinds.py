@@ -16,6 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple, Protocol
 
+from jobapi.objects import annotations_of
 from kruntime.resources import Obj, Resource
 from mirror.config import Config
 from mirror.naming import origin_annotation
@@ -81,5 +82,5 @@ class QueueKey(NamedTuple):
 
 def manager_key_of(kind: MirroredKind, remote: Obj) -> str | None:
     """The ``namespace/name`` of the manager object a copy of ``kind`` came from, if it says."""
-    key = ((remote.get("metadata") or {}).get("annotations") or {}).get(origin_annotation(kind.name))
+    key = annotations_of(remote).get(origin_annotation(kind.name))
     return key if isinstance(key, str) and key else None

@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from jobapi.objects import annotations_of
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import EventRecorder
 from kruntime.informer import Informer
@@ -222,7 +223,7 @@ class Reconciler:
         ]
 
     async def _place(self, job: Obj, exclude: str | None) -> tuple[Obj, Placement]:
-        pin = (job["metadata"].get("annotations") or {}).get(ANNOTATION_PIN)
+        pin = annotations_of(job).get(ANNOTATION_PIN)
         try:
             chosen = self.policy.choose(self.worker_views(exclude), pin)
         except NoWorker as exc:

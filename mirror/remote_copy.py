@@ -7,9 +7,10 @@ API server's) travel to the worker unchanged.
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from jobapi.names import JOB_NAME_LABELS
+from jobapi.objects import labels_of
+from kruntime.resources import Obj
 from mirror.naming import (
     ANNOTATION_CLUSTER,
     ANNOTATION_ORIGIN_JOB,
@@ -19,8 +20,6 @@ from mirror.naming import (
     LABEL_ORIGIN,
     LABEL_ORIGIN_UID,
 )
-
-Obj = dict[str, Any]
 
 #: metadata the API server owns or that only means something in the manager cluster
 _DROP_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
@@ -99,5 +98,5 @@ def spec_patch(manager: Obj, remote: Obj) -> Obj | None:
 
 
 def is_our_copy(remote: Obj, *, origin: str, manager_uid: str) -> bool:
-    labels = remote.get("metadata", {}).get("labels") or {}
+    labels = labels_of(remote)
     return labels.get(LABEL_ORIGIN) == origin and labels.get(LABEL_ORIGIN_UID) == manager_uid

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from jobapi.objects import labels_of
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import Obj, key_of
@@ -31,7 +32,7 @@ BY_ORIGIN_UID = "origin-uid"
 
 
 def _origin_uid(obj: Obj) -> Iterable[str]:
-    uid = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_ORIGIN_UID)
+    uid = labels_of(obj).get(LABEL_ORIGIN_UID)
     return (uid,) if uid else ()
 
 
