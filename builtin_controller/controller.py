@@ -22,7 +22,7 @@ from builtin_controller import api, backoff, metrics, pods, status, tracking
 from builtin_controller.expectations import ControllerExpectations, FinalizerExpectations
 from builtin_controller.status import SyncContext
 from kruntime.client import ApiError, ClusterClient
-from kruntime.events import EventRecorder
+from kruntime.events import EventRecorder, ObjectEvents
 from kruntime.informer import Informer
 from kruntime.ownwrites import OwnWrites
 from kruntime.resources import JOBS, PODS, Obj, key_of
@@ -39,39 +39,7 @@ MAX_POD_CREATE_DELETE_PER_SYNC = 500
 SLOW_START_INITIAL_BATCH = 1
 #: How long a sync waits for the informer to show our own last status write.
 STALE_CACHE_GRACE = 5.0
-#: client-go's event spam filter: per object and event type, 25 at once, then 1 per 5 min.
-EVENT_BURST = 25
-EVENT_REFILL_SECONDS = 300.0
-
 OrphanKey = tuple[str, str, str]  # ("name" | "selector", namespace, pod name | selector JSON)
-
-
-class _EventSink:
-    """Events on Jobs, rate limited per object and type as client-go's broadcaster does."""
-
-    def __init__(self, recorder: EventRecorder, clock: Callable[[], float] = time.monotonic) -> None:
-        self.recorder = recorder
-        self.clock = clock
-        self._buckets: dict[tuple[str, str], tuple[float, float]] = {}
-
-    def emit(self, job: Obj, etype: str, reason: str, message: str) -> None:
-        k = (api.uid(job), etype)
-        now = self.clock()
-        tokens, last = self._buckets.get(k, (float(EVENT_BURST), now))
-        tokens = min(float(EVENT_BURST), tokens + (now - last) / EVENT_REFILL_SECONDS)
-        if tokens < 1:
-            self._buckets[k] = (tokens, now)
-            log.debug("event %s on %s dropped by the spam filter", reason, api.name(job))
-            return
-        self._buckets[k] = (tokens - 1, now)
-        if len(self._buckets) > 50_000:
-            self._buckets.clear()
-        involved = {"apiVersion": "batch/v1", "kind": "Job", "metadata": api.md(job)}
-        self.recorder.event(involved, etype, reason, message)
-
-    def forget(self, job_uid: str) -> None:
-        for etype in ("Normal", "Warning"):
-            self._buckets.pop((job_uid, etype), None)
 
 
 class JobController:
@@ -106,7 +74,7 @@ class JobController:
         self.backoff_store = backoff.BackoffStore()
         self.finished_expectations: set[str] = set()
         self.recorder = EventRecorder(client, component)
-        self.events = _EventSink(self.recorder)
+        self.events = ObjectEvents(self.recorder, JOBS)
         self._owned: dict[str, set[str]] = {}  # job UID -> pod keys
         self._orphans: dict[str, set[str]] = {}  # namespace -> pod keys without a controller
         self._external_logged: set[str] = set()
@@ -431,7 +399,7 @@ class JobController:
             return  # we finished it; our own update has not reached the cache yet
         mode = api.spec(shared).get("completionMode")
         if mode is not None and mode not in (api.NON_INDEXED, api.INDEXED):
-            self.events.emit(shared, "Warning", "UnknownCompletionMode",
+            self.events.event(shared, "Warning", "UnknownCompletionMode",
                              "Skipped Job sync because completion mode is unknown")
             return
         job = copy.deepcopy(shared)
@@ -496,7 +464,7 @@ class JobController:
                 reason = status.ensure_suspend_condition(job, self.clock())
                 if reason is not None:
                     suspend_changed = True
-                    self.events.emit(job, "Normal", reason, f"Job {reason.lower()}")
+                    self.events.event(job, "Normal", reason, f"Job {reason.lower()}")
 
         needs_update = (suspend_changed or active != int(st.get("active") or 0)
                         or st.get("ready") != ctx.ready or st.get("terminating") != ctx.terminating)
@@ -681,9 +649,9 @@ class JobController:
             self.expectations.creation_observed(key)
             if _namespace_terminating(exc):
                 return None
-            self.events.emit(job, "Warning", "FailedCreate", f"Error creating: {exc.message}")
+            self.events.event(job, "Warning", "FailedCreate", f"Error creating: {exc.message}")
             return exc
-        self.events.emit(job, "Normal", "SuccessfulCreate", f"Created pod: {api.name(created)}")
+        self.events.event(job, "Normal", "SuccessfulCreate", f"Created pod: {api.name(created)}")
         return None
 
     async def _delete_pod(self, job: Obj, pod: Obj) -> ApiError | None:
@@ -691,9 +659,9 @@ class JobController:
             await self.client.delete(PODS, api.namespace(pod), api.name(pod), propagation=None)
         except ApiError as exc:
             if not exc.not_found:
-                self.events.emit(job, "Warning", "FailedDelete", f"Error deleting: {exc.message}")
+                self.events.event(job, "Warning", "FailedDelete", f"Error deleting: {exc.message}")
             return exc
-        self.events.emit(job, "Normal", "SuccessfulDelete", f"Deleted pod: {api.name(pod)}")
+        self.events.event(job, "Normal", "SuccessfulDelete", f"Deleted pod: {api.name(pod)}")
         return None
 
     async def _delete_job_pods(self, job: Obj, key: str, doomed: list[Obj]) -> tuple[int, int, Exception | None]:
@@ -838,12 +806,12 @@ class JobController:
         if cond["type"] == api.COMPLETE:
             c = api.completions(job)
             if c is not None and int(api.status(job).get("succeeded") or 0) > c:
-                self.events.emit(job, "Warning", "TooManySucceededPods",
+                self.events.event(job, "Warning", "TooManySucceededPods",
                                  "Too many succeeded pods running after completion count reached")
-            self.events.emit(job, "Normal", "Completed", "Job completed")
+            self.events.event(job, "Normal", "Completed", "Job completed")
             metrics.JOBS_FINISHED.labels(mode, "succeeded", cond.get("reason") or "").inc()
         else:
-            self.events.emit(job, "Warning", cond.get("reason") or "", cond.get("message") or "")
+            self.events.event(job, "Warning", cond.get("reason") or "", cond.get("message") or "")
             metrics.JOBS_FINISHED.labels(mode, "failed", cond.get("reason") or "").inc()
 
 

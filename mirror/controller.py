@@ -15,7 +15,7 @@ from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeconfig
-from kruntime.events import EventRecorder
+from kruntime.events import EventRecorder, ObjectEvents
 from kruntime.httpserver import HealthServer
 from kruntime.informer import Informer
 from kruntime.resources import NAMESPACES, Obj, key_of, status_only_change
@@ -88,7 +88,9 @@ class MirrorController:
             informer.add_handler(self._manager_handler(kind))
             for w in self.workers.values():
                 w.kinds[kind.name].informer.add_handler(self._copy_handler(kind))
-            self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, self.recorder,
+            # Through client-go's spam filter, like the builtin controller's events.
+            events = ObjectEvents(self.recorder, kind.resource)
+            self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
                                                      policy_for(cfg.placement.value))
 
     @property

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from jobapi.objects import annotations_of
 from kruntime.client import ApiError, ClusterClient
-from kruntime.events import EventRecorder
+from kruntime.events import ObjectEvents
 from kruntime.informer import Informer
 from kruntime.ownwrites import OwnWrites
 from kruntime.resources import NAMESPACES, Obj
@@ -66,7 +66,7 @@ class Reconciler:
         manager: ClusterClient,
         jobs: Informer,
         workers: dict[str, WorkerCluster],
-        recorder: EventRecorder,
+        recorder: ObjectEvents,
         policy: PlacementPolicy,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
