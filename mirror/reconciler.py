@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -56,35 +57,31 @@ class StatusRejected(Exception):
     expected = True
 
 
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(eq=False)
 class Reconciler:
     """Reconciles the manager objects of one kind (``kind``), read from the ``jobs`` cache."""
 
-    def __init__(
-        self,
-        cfg: Config,
-        kind: MirroredKind,
-        manager: ClusterClient,
-        jobs: Informer,
-        workers: dict[str, WorkerCluster],
-        recorder: ObjectEvents,
-        policy: PlacementPolicy,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self.cfg = cfg
-        self.kind = kind
-        self.resource = kind.resource
-        self.manager = manager
-        self.jobs = jobs
-        self.workers = workers
-        self.recorder = recorder
-        self.policy = policy
-        self.now = now
+    cfg: Config
+    kind: MirroredKind
+    manager: ClusterClient
+    jobs: Informer
+    workers: dict[str, WorkerCluster]
+    recorder: ObjectEvents
+    policy: PlacementPolicy
+    now: Callable[[], datetime] = _utcnow
+
+    def __post_init__(self) -> None:
+        self.resource = self.kind.resource
         #: dispatches not yet visible in a worker's cache, so placement sees them at once
-        self._pending: dict[str, set[str]] = {name: set() for name in workers}
+        self._pending: dict[str, set[str]] = {name: set() for name in self.workers}
         #: manager Jobs as our own last write (or live read) returned them, until the cache catches up
         self._own = OwnWrites()
         #: manager uids whose create we sent to a worker (answered or not)
-        self._attempted: dict[str, set[str]] = {name: set() for name in workers}
+        self._attempted: dict[str, set[str]] = {name: set() for name in self.workers}
 
     # -- entry point ----------------------------------------------------------------------
 
