@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from builtin_controller import api, metrics, pods
 from builtin_controller.expectations import ControllerExpectations, FinalizerExpectations
 from builtin_controller.pod_control import PodControl
+from jobapi.objects import OwnerReference
 from kruntime.client import ApiError
 from kruntime.informer import Informer
 from kruntime.resources import Obj, key_of
@@ -67,7 +68,7 @@ class PodEvents:
         return (self.pod_informer.by_index(BY_CONTROLLER_UID, api.uid(job))
                 + self.pod_informer.by_index(ORPHANS_BY_NAMESPACE, api.namespace(job)))
 
-    def _resolve(self, namespace: str, ref: Obj) -> Obj | None:
+    def _resolve(self, namespace: str, ref: OwnerReference) -> Obj | None:
         if ref.get("kind") != "Job":
             return None
         job = self.job_informer.get(f"{namespace}/{ref.get('name')}")

@@ -333,7 +333,7 @@ def with_tracking_finalizer(pod: Obj) -> Obj:
     if api.has_tracking_finalizer(pod):
         return pod
     out = dict(pod)
-    meta = dict(api.md(pod))
+    meta: Obj = dict(api.md(pod))
     meta["finalizers"] = [*(meta.get("finalizers") or []), api.JOB_TRACKING_FINALIZER]
     out["metadata"] = meta
     return out

@@ -10,7 +10,7 @@ reading an informer's cached object can never change the cache.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 
 class OwnerReference(TypedDict, total=False):
@@ -112,10 +112,10 @@ class Pod(TypedDict, total=False):
 
 # -- metadata accessors (any object) ------------------------------------------------------------
 
-def md(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The object's metadata; an empty dict (not stored) when it has none."""
+def md(obj: Mapping[str, Any]) -> ObjectMeta:
+    """The object's metadata; an empty one (not stored) when it has none."""
     m = obj.get("metadata")
-    return m if isinstance(m, dict) else {}
+    return cast(ObjectMeta, m) if isinstance(m, dict) else ObjectMeta()
 
 
 def uid(obj: Mapping[str, Any]) -> str:
@@ -135,7 +135,7 @@ def deletion_timestamp(obj: Mapping[str, Any]) -> str | None:
     return str(v) if v else None
 
 
-def controller_ref(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+def controller_ref(obj: Mapping[str, Any]) -> OwnerReference | None:
     for ref in md(obj).get("ownerReferences") or []:
         if isinstance(ref, dict) and ref.get("controller"):
             return ref
