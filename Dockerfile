@@ -30,6 +30,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
 COPY mirror ./mirror
 COPY builtin_controller ./builtin_controller
 COPY kruntime ./kruntime
+COPY jobapi ./jobapi
 RUN /opt/venv/bin/pip install --no-cache-dir --no-deps . \
  && /opt/venv/bin/python -m pip uninstall -y pip setuptools \
  && rm -f /opt/venv/bin/jobmirror-bed \

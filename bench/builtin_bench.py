@@ -28,7 +28,7 @@ from clusterbed.cluster import ClusterBed, ClusterSpec
 from kruntime.client import ApiError
 from kruntime.informer import Informer
 from kruntime.resources import EVENTS, JOBS, Obj
-from kruntime.waiting import ensure_namespace
+from testkit.waiting import ensure_namespace
 
 NAMESPACE = "bench"
 CONTROLLERS = ("kcm", "builtin")

@@ -27,8 +27,8 @@ from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import JOBS, Obj
-from kruntime.waiting import ensure_namespace
 from mirror.naming import DEFAULT_CONTROLLER_NAME, FIELD_MANAGER, FINALIZER, LABEL_ORIGIN
+from testkit.waiting import ensure_namespace
 
 NAMESPACE = "bench"
 ORIGIN = "bench"

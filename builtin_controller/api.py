@@ -7,46 +7,70 @@ live here once, with the API's defaulting rules spelled out where a field may be
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
-
+from jobapi.conditions import (
+    COMPLETE,
+    FAILED,
+    FAILURE_TARGET,
+    MSG_BACKOFF_LIMIT,
+    MSG_COMPLETIONS_REACHED,
+    MSG_DEADLINE,
+    MSG_FAILED_INDEXES,
+    MSG_MAX_FAILED_INDEXES,
+    REASON_BACKOFF_LIMIT_EXCEEDED,
+    REASON_COMPLETIONS_REACHED,
+    REASON_DEADLINE_EXCEEDED,
+    REASON_FAILED_INDEXES,
+    REASON_JOB_RESUMED,
+    REASON_JOB_SUSPENDED,
+    REASON_MAX_FAILED_INDEXES_EXCEEDED,
+    REASON_POD_FAILURE_POLICY,
+    REASON_SUCCESS_POLICY,
+    SUCCESS_CRITERIA_MET,
+    SUSPENDED,
+    condition,
+    found_true,
+    is_finished,
+    job_conditions,
+)
+from jobapi.names import (
+    BUILTIN_JOB_CONTROLLER,
+    COMPLETION_INDEX_ENV,
+    COMPLETION_INDEX_KEY,
+    INDEX_FAILURE_COUNT_KEY,
+    INDEX_IGNORED_FAILURE_COUNT_KEY,
+    INDEXED,
+    INT32_MAX,
+    JOB_TRACKING_FINALIZER,
+    NON_INDEXED,
+    atoi,
+)
+from jobapi.objects import (
+    annotations_of,
+    controller_ref,
+    deletion_timestamp,
+    labels_of,
+    md,
+    name,
+    namespace,
+    uid,
+)
+from jobapi.times import format_time, parse_time, utcnow
 from kruntime.resources import Obj
 
-# -- well-known names (batch/v1) -------------------------------------------------------------
+# The batch/v1 vocabulary comes from ``jobapi`` (shared with the mirror); re-exported here so
+# this controller's modules read everything about Jobs and Pods from one place.
+__all__ = [
+    "COMPLETE", "COMPLETION_INDEX_ENV", "COMPLETION_INDEX_KEY", "FAILED", "FAILURE_TARGET",
+    "INDEXED", "INDEX_FAILURE_COUNT_KEY", "INDEX_IGNORED_FAILURE_COUNT_KEY", "INT32_MAX", "JOB_CONTROLLER_NAME",
+    "JOB_TRACKING_FINALIZER", "MSG_BACKOFF_LIMIT", "MSG_COMPLETIONS_REACHED", "MSG_DEADLINE", "MSG_FAILED_INDEXES",
+    "MSG_MAX_FAILED_INDEXES", "NON_INDEXED", "REASON_BACKOFF_LIMIT_EXCEEDED", "REASON_COMPLETIONS_REACHED",
+    "REASON_DEADLINE_EXCEEDED", "REASON_FAILED_INDEXES", "REASON_JOB_RESUMED", "REASON_JOB_SUSPENDED",
+    "REASON_MAX_FAILED_INDEXES_EXCEEDED", "REASON_POD_FAILURE_POLICY", "REASON_SUCCESS_POLICY",
+    "SUCCESS_CRITERIA_MET", "SUSPENDED", "annotations_of", "condition", "controller_ref", "deletion_timestamp",
+    "format_time", "is_finished", "labels_of", "md", "name", "namespace", "parse_time", "uid", "utcnow",
+]
 
-JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
-JOB_CONTROLLER_NAME = "kubernetes.io/job-controller"
-COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
-INDEX_FAILURE_COUNT_KEY = "batch.kubernetes.io/job-index-failure-count"
-INDEX_IGNORED_FAILURE_COUNT_KEY = "batch.kubernetes.io/job-index-ignored-failure-count"
-COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
-
-NON_INDEXED = "NonIndexed"
-INDEXED = "Indexed"
-
-# Condition types.
-COMPLETE = "Complete"
-FAILED = "Failed"
-SUSPENDED = "Suspended"
-FAILURE_TARGET = "FailureTarget"
-SUCCESS_CRITERIA_MET = "SuccessCriteriaMet"
-
-# Condition reasons, as the upstream controller writes them.
-REASON_POD_FAILURE_POLICY = "PodFailurePolicy"
-REASON_BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
-REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
-REASON_MAX_FAILED_INDEXES_EXCEEDED = "MaxFailedIndexesExceeded"
-REASON_FAILED_INDEXES = "FailedIndexes"
-REASON_SUCCESS_POLICY = "SuccessPolicy"
-REASON_COMPLETIONS_REACHED = "CompletionsReached"
-REASON_JOB_SUSPENDED = "JobSuspended"
-REASON_JOB_RESUMED = "JobResumed"
-
-MSG_BACKOFF_LIMIT = "Job has reached the specified backoff limit"
-MSG_DEADLINE = "Job was active longer than specified deadline"
-MSG_MAX_FAILED_INDEXES = "Job has exceeded the specified maximal number of failed indexes"
-MSG_FAILED_INDEXES = "Job has failed indexes"
-MSG_COMPLETIONS_REACHED = "Reached expected number of succeeded pods"
+JOB_CONTROLLER_NAME = BUILTIN_JOB_CONTROLLER
 
 # Pod failure policy actions.
 ACTION_FAIL_JOB = "FailJob"
@@ -62,70 +86,6 @@ FAILED_PHASE = "Failed"
 UNKNOWN = "Unknown"
 
 UNKNOWN_INDEX = -1
-INT32_MAX = 2**31 - 1
-
-
-# -- time -------------------------------------------------------------------------------------
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def parse_time(value: Any) -> datetime | None:
-    """RFC 3339 from the API (seconds or fractional) to an aware datetime; junk gives None."""
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def format_time(t: datetime) -> str:
-    """The API's own serialisation of metav1.Time: whole seconds, UTC, ``Z``."""
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# -- metadata ---------------------------------------------------------------------------------
-
-def md(obj: Obj) -> Obj:
-    m: Obj = obj.get("metadata") or {}
-    return m
-
-
-def uid(obj: Obj) -> str:
-    return str(md(obj).get("uid", ""))
-
-
-def name(obj: Obj) -> str:
-    return str(md(obj).get("name", ""))
-
-
-def namespace(obj: Obj) -> str:
-    return str(md(obj).get("namespace", ""))
-
-
-def deletion_timestamp(obj: Obj) -> str | None:
-    v = md(obj).get("deletionTimestamp")
-    return str(v) if v else None
-
-
-def controller_ref(obj: Obj) -> Obj | None:
-    for ref in md(obj).get("ownerReferences") or []:
-        if ref.get("controller"):
-            r: Obj = ref
-            return r
-    return None
-
-
-def annotations_of(obj: Obj) -> dict[str, str]:
-    a: dict[str, str] = md(obj).get("annotations") or {}
-    return a
-
-
-def labels_of(obj: Obj) -> dict[str, str]:
-    lb: dict[str, str] = md(obj).get("labels") or {}
-    return lb
 
 
 # -- pods -------------------------------------------------------------------------------------
@@ -166,26 +126,14 @@ def is_ready(pod: Obj) -> bool:
 
 def completion_index(pod: Obj) -> int:
     """The pod's index from its annotation; anything unusable is ``UNKNOWN_INDEX``."""
-    v = annotations_of(pod).get(COMPLETION_INDEX_KEY)
-    if v is None:
-        return UNKNOWN_INDEX
-    try:
-        i = int(v, 10)
-    except ValueError:
-        return UNKNOWN_INDEX
-    return i if i >= 0 else UNKNOWN_INDEX
+    i = atoi(annotations_of(pod).get(COMPLETION_INDEX_KEY))
+    return i if i is not None and i >= 0 else UNKNOWN_INDEX
 
 
 def parse_int32_annotation(pod: Obj, key: str) -> int:
     """A non-negative int32 annotation value; malformed or hostile values read as 0."""
-    v = annotations_of(pod).get(key)
-    if v is None:
-        return 0
-    try:
-        i = int(v, 10)
-    except ValueError:
-        return 0
-    return i if 0 <= i <= INT32_MAX else 0
+    i = atoi(annotations_of(pod).get(key))
+    return i if i is not None and 0 <= i <= INT32_MAX else 0
 
 
 def index_failure_count(pod: Obj) -> int:
@@ -208,7 +156,16 @@ def spec(job: Obj) -> Obj:
 
 
 def status(job: Obj) -> Obj:
-    s: Obj = job.setdefault("status", {})
+    """The Job's status for reading; a fresh empty dict (not stored on the Job) when it has none."""
+    s = job.get("status")
+    return s if isinstance(s, dict) else {}
+
+
+def status_for_update(job: Obj) -> Obj:
+    """The Job's status for writing in place: created on the (private copy of the) Job when missing."""
+    s = job.get("status")
+    if not isinstance(s, dict):
+        s = job["status"] = {}
     return s
 
 
@@ -259,21 +216,9 @@ def only_replace_failed_pods(job: Obj) -> bool:
     return spec(job).get("podReplacementPolicy") == "Failed" or pod_failure_policy(job) is not None
 
 
-def condition(job: Obj, ctype: str) -> Obj | None:
-    for c in (job.get("status") or {}).get("conditions") or []:
-        if c.get("type") == ctype:
-            cond: Obj = c
-            return cond
-    return None
-
-
 def condition_true(job: Obj, ctype: str) -> bool:
-    c = condition(job, ctype)
-    return c is not None and c.get("status") == "True"
-
-
-def is_finished(job: Obj) -> bool:
-    return condition_true(job, COMPLETE) or condition_true(job, FAILED)
+    """Whether the Job's *first* condition of ``ctype`` is True (upstream's lookup)."""
+    return found_true(job_conditions(job), ctype)
 
 
 def managed_by_external(job: Obj) -> str | None:

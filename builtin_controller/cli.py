@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
-import signal
 import sys
 
 from builtin_controller.controller import JobController
 from kruntime.client import ClusterClient, KubeconfigError
 from kruntime.httpserver import HealthServer
+from kruntime.lifecycle import add_logging_args, run_until_signalled, setup_logging_from
 
 log = logging.getLogger("builtin_controller")
 
@@ -33,7 +32,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--namespace", default=None, help="only manage Jobs in this namespace (default: all)")
     p.add_argument("--component", default="job-controller", help="event source component name")
     p.add_argument("--shutdown-grace", type=float, default=10.0, help="seconds to finish in-flight syncs on SIGTERM")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_logging_args(p)
     args = p.parse_args(argv)
     if args.workers < 1:
         p.error("--workers must be at least 1")
@@ -48,22 +47,18 @@ async def run(args: argparse.Namespace) -> int:
         log.error("%s", exc)
         return 2
     controller = JobController(client, workers=args.workers, component=args.component, namespace=args.namespace)
-    server = HealthServer(args.metrics_address, liveness=controller.healthy, readiness=controller.ready)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    try:
-        await server.start()
-        task = controller.start()
-        stopper = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        if task in done:
-            log.error("controller exited unexpectedly: %s", task.exception())
-            return 1
+    server = HealthServer(args.metrics_address, liveness=controller.liveness, readiness=controller.readiness)
+
+    async def on_signal(task: asyncio.Task[None]) -> None:
         log.info("shutting down (grace %.0fs)", args.shutdown_grace)
         await controller.stop(args.shutdown_grace)
+
+    try:
+        await server.start()
+        ended = await run_until_signalled(controller.start(), on_signal)
+        if ended is not None:
+            log.error("controller exited unexpectedly: %s", ended.exception())
+            return 1
         return 0
     finally:
         await server.stop()
@@ -72,8 +67,7 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    setup_logging_from(args)
     sys.exit(asyncio.run(run(args)))
 
 

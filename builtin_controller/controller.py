@@ -1,10 +1,11 @@
-"""The Job controller: informers, work queues and the per-Job sync that orchestrates.
+"""The Job controller: informers, work queues, Job events and the per-Job sync.
 
 The sync reads the Job and its pods from the informer caches, asks the pure modules what
 the status and the pod set should be, then acts: adopt/release pods, create or delete
-pods, remove tracking finalizers, write the status subresource (PUT with the cached
-resourceVersion, so a stale view fails with a conflict and is retried), and records
-events and metrics. The structure — and every decision — follows the upstream
+pods, remove tracking finalizers (all through ``pod_control.PodControl``), write the
+status subresource (PUT with the cached resourceVersion, so a stale view fails with a
+conflict and is retried), and records events and metrics. Pod events and the pod index
+live in ``pod_events.PodEvents``. The structure — and every decision — follows the upstream
 controller so that, for the same pod outcomes, a Job ends in the same state.
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -20,9 +20,11 @@ from datetime import datetime
 
 from builtin_controller import api, backoff, metrics, pods, status, tracking
 from builtin_controller.expectations import ControllerExpectations, FinalizerExpectations
+from builtin_controller.pod_control import PodControl
+from builtin_controller.pod_events import SYNC_BATCH_PERIOD, OrphanKey, PodEvents
 from builtin_controller.status import SyncContext
 from kruntime.client import ApiError, ClusterClient
-from kruntime.events import EventRecorder
+from kruntime.events import EventRecorder, ObjectEvents
 from kruntime.informer import Informer
 from kruntime.ownwrites import OwnWrites
 from kruntime.resources import JOBS, PODS, Obj, key_of
@@ -30,49 +32,12 @@ from kruntime.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
-#: Delay that folds a burst of pod events into one sync.
-SYNC_BATCH_PERIOD = 1.0
 #: Work-queue retry backoff after a failed sync.
 API_BACKOFF_BASE = 1.0
 API_BACKOFF_CAP = 60.0
 MAX_POD_CREATE_DELETE_PER_SYNC = 500
-SLOW_START_INITIAL_BATCH = 1
 #: How long a sync waits for the informer to show our own last status write.
 STALE_CACHE_GRACE = 5.0
-#: client-go's event spam filter: per object and event type, 25 at once, then 1 per 5 min.
-EVENT_BURST = 25
-EVENT_REFILL_SECONDS = 300.0
-
-OrphanKey = tuple[str, str, str]  # ("name" | "selector", namespace, pod name | selector JSON)
-
-
-class _EventSink:
-    """Events on Jobs, rate limited per object and type as client-go's broadcaster does."""
-
-    def __init__(self, recorder: EventRecorder, clock: Callable[[], float] = time.monotonic) -> None:
-        self.recorder = recorder
-        self.clock = clock
-        self._buckets: dict[tuple[str, str], tuple[float, float]] = {}
-
-    def emit(self, job: Obj, etype: str, reason: str, message: str) -> None:
-        k = (api.uid(job), etype)
-        now = self.clock()
-        tokens, last = self._buckets.get(k, (float(EVENT_BURST), now))
-        tokens = min(float(EVENT_BURST), tokens + (now - last) / EVENT_REFILL_SECONDS)
-        if tokens < 1:
-            self._buckets[k] = (tokens, now)
-            log.debug("event %s on %s dropped by the spam filter", reason, api.name(job))
-            return
-        self._buckets[k] = (tokens - 1, now)
-        if len(self._buckets) > 50_000:
-            self._buckets.clear()
-        involved = {"apiVersion": "batch/v1", "kind": "Job", "metadata": api.md(job)}
-        self.recorder.event(involved, etype, reason, message)
-
-    def forget(self, job_uid: str) -> None:
-        for etype in ("Normal", "Warning"):
-            self._buckets.pop((job_uid, etype), None)
-
 
 class JobController:
     """Reconciles ``batch/v1`` Jobs that no other controller claims through ``managedBy``."""
@@ -106,9 +71,8 @@ class JobController:
         self.backoff_store = backoff.BackoffStore()
         self.finished_expectations: set[str] = set()
         self.recorder = EventRecorder(client, component)
-        self.events = _EventSink(self.recorder)
-        self._owned: dict[str, set[str]] = {}  # job UID -> pod keys
-        self._orphans: dict[str, set[str]] = {}  # namespace -> pod keys without a controller
+        self.events = ObjectEvents(self.recorder, JOBS)
+        self.pod_control = PodControl(client, self.events, self.expectations, self.finalizer_expectations)
         self._external_logged: set[str] = set()
         # What our own status writes returned: a cache older than that is stale, and a
         # sync from it would only conflict.
@@ -117,7 +81,9 @@ class JobController:
         self._run_task: asyncio.Task[None] | None = None
         self.synced = asyncio.Event()
         self.job_informer.add_handler(self._on_job)
-        self.pod_informer.add_handler(self._on_pod)
+        self.pod_events = PodEvents(self.job_informer, self.pod_informer, self.expectations,
+                                    self.finalizer_expectations, self.pod_control, self.orphan_queue,
+                                    self._enqueue, self._watched)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -130,7 +96,7 @@ class JobController:
             self.synced.set()
             log.info("job controller started (%d workers) on %s", self.workers, self.client.name)
             await asyncio.gather(self.queue.run_workers(self.workers, self._sync_handler),
-                                 self.orphan_queue.run_workers(self.workers, self._orphan_handler))
+                                 self.orphan_queue.run_workers(self.workers, self.pod_events.handle_orphans))
         finally:
             for t in self._tasks:
                 t.cancel()
@@ -156,14 +122,14 @@ class JobController:
         await self.recorder.flush()
         log.info("job controller stopped")
 
-    def healthy(self) -> tuple[bool, str]:
+    def liveness(self) -> tuple[bool, str]:
         """Liveness: the controller loop is running. API trouble is not a reason to restart."""
         task = self._run_task
         if task is not None and task.done():
             return False, "controller loop exited"
         return True, "ok"
 
-    def ready(self) -> tuple[bool, str]:
+    def readiness(self) -> tuple[bool, str]:
         """Readiness: caches synced and both watches currently connected."""
         if not self.synced.is_set():
             return False, "caches not synced"
@@ -171,39 +137,6 @@ class JobController:
             err = self.job_informer.last_error or self.pod_informer.last_error
             return False, f"informers reconnecting: {err}"
         return True, "ok"
-
-    # -- pod index --------------------------------------------------------------------------
-
-    def _unindex(self, pod: Obj) -> None:
-        k = key_of(pod)
-        ref = api.controller_ref(pod)
-        if ref is not None:
-            s = self._owned.get(str(ref.get("uid")))
-            if s is not None:
-                s.discard(k)
-                if not s:
-                    self._owned.pop(str(ref.get("uid")), None)
-        else:
-            o = self._orphans.get(api.namespace(pod))
-            if o is not None:
-                o.discard(k)
-
-    def _index(self, pod: Obj) -> None:
-        k = key_of(pod)
-        ref = api.controller_ref(pod)
-        if ref is not None:
-            self._owned.setdefault(str(ref.get("uid")), set()).add(k)
-        else:
-            self._orphans.setdefault(api.namespace(pod), set()).add(k)
-
-    def _candidate_pods(self, job: Obj) -> list[Obj]:
-        keys = set(self._owned.get(api.uid(job), ())) | set(self._orphans.get(api.namespace(job), ()))
-        out = []
-        for k in keys:
-            p = self.pod_informer.get(k)
-            if p is not None:
-                out.append(p)
-        return out
 
     # -- event handlers ---------------------------------------------------------------------
 
@@ -227,12 +160,6 @@ class JobController:
             return
         self.queue.add_after(key_of(job), delay) if delay > 0 else self.queue.add(key_of(job))
 
-    def _enqueue_selector(self, job: Obj) -> None:
-        sel = api.spec(job).get("selector")
-        if sel is None:
-            return
-        self.orphan_queue.add(("selector", api.namespace(job), json.dumps(sel, sort_keys=True)))
-
     def _on_job(self, etype: str, old: Obj | None, new: Obj) -> None:
         if not self._watched(new):
             return
@@ -246,7 +173,7 @@ class JobController:
             assert old is not None
             if api.is_finished(new):
                 # Finalizers should be gone before a Job finishes; this is a safety net.
-                self._enqueue_selector(new)
+                self.pod_events.enqueue_selector(new)
                 return
             if api.md(new).get("generation") == api.md(old).get("generation"):
                 self._enqueue(new, SYNC_BATCH_PERIOD)
@@ -262,148 +189,10 @@ class JobController:
         elif etype == "DELETED":
             self.queue.add(key)
             self.finished_expectations.discard(api.uid(new))
-            self._enqueue_selector(new)
+            self.pod_events.enqueue_selector(new)
             self.backoff_store.remove(key)
             self.events.forget(api.uid(new))
             self._own_writes.forget(key)
-
-    def _resolve(self, namespace: str, ref: Obj) -> Obj | None:
-        if ref.get("kind") != "Job":
-            return None
-        job = self.job_informer.get(f"{namespace}/{ref.get('name')}")
-        if job is None or api.uid(job) != ref.get("uid"):
-            return None
-        return job
-
-    def _jobs_selecting(self, pod: Obj) -> list[Obj]:
-        ns = api.namespace(pod)
-        lbls = api.labels_of(pod)
-        return [j for j in self.job_informer.items()
-                if api.namespace(j) == ns and pods.selector_matches(api.spec(j).get("selector"), lbls)]
-
-    def _on_pod(self, etype: str, old: Obj | None, new: Obj) -> None:
-        if old is not None:
-            self._unindex(old)
-        if etype != "DELETED":
-            self._index(new)
-        if not self._watched(new):
-            return
-        if etype == "ADDED":
-            metrics.record_finished_pod_with_finalizer(None, new)
-            self._pod_added(new)
-        elif etype == "MODIFIED":
-            assert old is not None
-            metrics.record_finished_pod_with_finalizer(old, new)
-            self._pod_updated(old, new)
-        else:
-            metrics.record_finished_pod_with_finalizer(old or new, None)
-            self._pod_deleted(new, final=True)
-
-    def _pod_added(self, pod: Obj) -> None:
-        if api.deletion_timestamp(pod) is not None:
-            # Seen for the first time already terminating (e.g. after a restart):
-            # it is not the creation we might be waiting for.
-            self._pod_deleted(pod, final=False)
-            return
-        ref = api.controller_ref(pod)
-        if ref is not None:
-            job = self._resolve(api.namespace(pod), ref)
-            if job is None:
-                return
-            self.expectations.creation_observed(key_of(job))
-            self._enqueue(job, SYNC_BATCH_PERIOD)
-            return
-        if api.has_tracking_finalizer(pod):
-            self.orphan_queue.add(("name", api.namespace(pod), api.name(pod)))
-        for job in self._jobs_selecting(pod):
-            self._enqueue(job, SYNC_BATCH_PERIOD)
-
-    def _pod_updated(self, old: Obj, cur: Obj) -> None:
-        if api.md(old).get("resourceVersion") == api.md(cur).get("resourceVersion"):
-            return
-        if api.deletion_timestamp(cur) is not None:
-            # Graceful deletion started: the replacement may be created right away.
-            self._pod_deleted(cur, final=False)
-            return
-        finalizer_removed = not api.has_tracking_finalizer(cur)
-        cur_ref = api.controller_ref(cur)
-        old_ref = api.controller_ref(old)
-        ref_changed = cur_ref != old_ref
-        if ref_changed and old_ref is not None:
-            job = self._resolve(api.namespace(old), old_ref)
-            if job is not None:
-                if finalizer_removed:
-                    self.finalizer_expectations.observed(key_of(job), api.uid(cur))
-                self._enqueue(job, SYNC_BATCH_PERIOD)
-        if cur_ref is not None:
-            job = self._resolve(api.namespace(cur), cur_ref)
-            if job is None:
-                return
-            if finalizer_removed:
-                self.finalizer_expectations.observed(key_of(job), api.uid(cur))
-            self._enqueue(job, SYNC_BATCH_PERIOD)
-            return
-        if api.has_tracking_finalizer(cur):
-            self.orphan_queue.add(("name", api.namespace(cur), api.name(cur)))
-        if ref_changed or api.labels_of(cur) != api.labels_of(old):
-            for job in self._jobs_selecting(cur):
-                self._enqueue(job, SYNC_BATCH_PERIOD)
-
-    def _pod_deleted(self, pod: Obj, *, final: bool) -> None:
-        ref = api.controller_ref(pod)
-        has_fin = api.has_tracking_finalizer(pod)
-        if ref is None:
-            if has_fin:
-                self.orphan_queue.add(("name", api.namespace(pod), api.name(pod)))
-            return
-        job = self._resolve(api.namespace(pod), ref)
-        if job is None or api.is_finished(job):
-            if has_fin:
-                self.orphan_queue.add(("name", api.namespace(pod), api.name(pod)))
-            return
-        key = key_of(job)
-        self.expectations.deletion_observed(key)
-        if final or not has_fin:
-            self.finalizer_expectations.observed(key, api.uid(pod))
-        self._enqueue(job, SYNC_BATCH_PERIOD)
-
-    # -- orphan pods ------------------------------------------------------------------------
-
-    async def _orphan_handler(self, key: OrphanKey) -> None:
-        kind, ns, value = key
-        if kind == "name":
-            pod = self.pod_informer.get(f"{ns}/{value}")
-            if pod is not None:
-                await self._handle_orphan(pod)
-            return
-        selector = json.loads(value)
-        for p in [p for p in self.pod_informer.items() if api.namespace(p) == ns]:
-            if pods.selector_matches(selector, api.labels_of(p)):
-                try:
-                    await self._handle_orphan(p)
-                except ApiError as exc:
-                    log.warning("removing finalizer from orphan pod %s: %s", key_of(p), exc)
-
-    async def _handle_orphan(self, pod: Obj) -> None:
-        """Drop the tracking finalizer from a pod no running Job of ours will count."""
-        ref = api.controller_ref(pod)
-        if ref is not None:
-            if ref.get("kind") != "Job" or ref.get("apiVersion") != "batch/v1":
-                return
-            job = self._resolve(api.namespace(pod), ref)
-            if job is not None:
-                if api.managed_by_external(job) is not None:
-                    return
-                if not api.is_finished(job):
-                    return  # adopted: its Job will count it
-        patch = pods.remove_finalizer_patch(pod)
-        if patch is None:
-            return
-        try:
-            await self.client.patch(PODS, api.namespace(pod), api.name(pod), patch, patch_type="strategic")
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
 
     # -- the sync ---------------------------------------------------------------------------
 
@@ -431,7 +220,7 @@ class JobController:
             return  # we finished it; our own update has not reached the cache yet
         mode = api.spec(shared).get("completionMode")
         if mode is not None and mode not in (api.NON_INDEXED, api.INDEXED):
-            self.events.emit(shared, "Warning", "UnknownCompletionMode",
+            self.events.event(shared, "Warning", "UnknownCompletionMode",
                              "Skipped Job sync because completion mode is unknown")
             return
         job = copy.deepcopy(shared)
@@ -458,8 +247,8 @@ class JobController:
 
     async def _sync(self, key: str, job: Obj) -> str:
         """One reconcile pass; returns the sync action for metrics. Raises to retry."""
-        st = api.status(job)
-        tracking.uncounted_of(st)
+        st = api.status_for_update(job)  # ``job`` is this sync's private copy
+        tracking.ensure_uncounted(st)
         # Expectations first: a pod that shows up after this check only delays the sync.
         satisfied = self.expectations.satisfied(key)
         claimed = await self._pods_for_job(job)
@@ -468,16 +257,17 @@ class JobController:
         if st.get("startTime") is None and not api.suspended(job):
             st["startTime"] = api.format_time(now)
         ctx.backoff = backoff.new_backoff_record(self.backoff_store, key, ctx.new_succeeded_pods, ctx.new_failed_pods)
-        recheck = status.evaluate(ctx, now)
-        if recheck is not None:
-            self.queue.add_after(key, recheck)
+        verdict = status.evaluate(ctx, now)
+        ctx.apply(verdict)
+        if verdict.recheck is not None:
+            self.queue.add_after(key, verdict.recheck)
 
         active = len(ctx.active_pods)
         action = metrics.ACTION_RECONCILING
         manage_err: Exception | None = None
         suspend_changed = False
         if ctx.finished_condition is not None:
-            deleted_ready, deleted, manage_err = await self._delete_active_pods(job, ctx.active_pods)
+            deleted_ready, deleted, manage_err = await self.pod_control.delete_active(job, ctx.active_pods)
             if deleted != active or not satisfied:
                 # Not final yet: some pods may survive or be missing from the cache.
                 ctx.finished_condition = None
@@ -495,7 +285,7 @@ class JobController:
                 reason = status.ensure_suspend_condition(job, self.clock())
                 if reason is not None:
                     suspend_changed = True
-                    self.events.emit(job, "Normal", reason, f"Job {reason.lower()}")
+                    self.events.event(job, "Normal", reason, f"Job {reason.lower()}")
 
         needs_update = (suspend_changed or active != int(st.get("active") or 0)
                         or st.get("ready") != ctx.ready or st.get("terminating") != ctx.terminating)
@@ -523,7 +313,7 @@ class JobController:
         claimed: list[Obj] = []
         errors: list[Exception] = []
         can_adopt: bool | None = None
-        for pod in self._candidate_pods(job):
+        for pod in self.pod_events.candidate_pods(job):
             ref = api.controller_ref(pod)
             matches = pods.selector_matches(selector, api.labels_of(pod))
             if ref is not None:
@@ -535,8 +325,7 @@ class JobController:
                 if job_deleting:
                     continue
                 try:
-                    await self.client.patch(PODS, api.namespace(pod), api.name(pod), pods.release_patch(job, pod),
-                                            patch_type="strategic")
+                    await self.pod_control.release(job, pod)
                 except ApiError as exc:
                     if not (exc.not_found or exc.invalid):
                         errors.append(exc)
@@ -551,8 +340,7 @@ class JobController:
                 errors.append(RuntimeError(f"can't adopt pod {key_of(pod)}: Job {key_of(job)} is being deleted"))
                 continue
             try:
-                await self.client.patch(PODS, api.namespace(pod), api.name(pod), pods.adopt_patch(job, pod),
-                                        patch_type="strategic")
+                await self.pod_control.adopt(job, pod)
             except ApiError as exc:
                 if not exc.not_found:
                     errors.append(exc)
@@ -582,7 +370,7 @@ class JobController:
         if api.suspended(job):
             doomed = pods.active_pods_for_removal(job, ctx.active_pods, active)
             self.expectations.expect_deletions(key, len(doomed))
-            ready, removed, err = await self._delete_job_pods(job, key, doomed)
+            ready, removed, err = await self.pod_control.delete_uncounted(job, key, doomed)
             ctx.terminating += removed
             ctx.ready -= ready
             return active - removed, metrics.ACTION_PODS_DELETED, err
@@ -596,7 +384,7 @@ class JobController:
         doomed = doomed[:MAX_POD_CREATE_DELETE_PER_SYNC]
         if doomed:
             self.expectations.expect_deletions(key, len(doomed))
-            ready, removed, err = await self._delete_job_pods(job, key, doomed)
+            ready, removed, err = await self.pod_control.delete_uncounted(job, key, doomed)
             ctx.terminating += removed
             ctx.ready -= ready
             return active - removed, metrics.ACTION_PODS_DELETED, err
@@ -626,7 +414,7 @@ class JobController:
             diff = len(indexes)
 
         self.expectations.expect_creations(key, diff)
-        ok, failed_count, err, skipped = await self._create_pods(job, key, ctx, indexes)
+        ok, failed_count, err, skipped = await self.pod_control.create_pods(job, key, indexes, ctx.delayed_deletion)
         metrics.record_pods_created(job, ctx.failed, ctx.terminating, ok, failed_count)
         return active + diff - failed_count - skipped, metrics.ACTION_PODS_CREATED, err
 
@@ -645,94 +433,11 @@ class JobController:
             return ready, 0.0
         return ready, shortest or 0.0
 
-    async def _create_pods(self, job: Obj, key: str, ctx: SyncContext,
-                           indexes: list[int | None]) -> tuple[int, int, Exception | None, int]:
-        """Create pods in slow-start batches (1, 2, 4, …); stop after a batch with errors.
-
-        Returns (created, failed, first error, skipped). Every pod not created lowers the
-        creation expectation, since the informer will never deliver it.
-        """
-        ok = failed = 0
-        first_err: Exception | None = None
-        pending = list(indexes)
-        batch = min(len(pending), SLOW_START_INITIAL_BATCH)
-        while pending:
-            current, pending = pending[:batch], pending[batch:]
-            results = await asyncio.gather(*(self._create_one(job, key, ctx, ix) for ix in current))
-            errs = [e for e in results if e is not None]
-            ok += len(results) - len(errs)
-            failed += len(errs)
-            if errs and first_err is None:
-                first_err = errs[0]
-            if errs and pending:
-                for _ in pending:
-                    self.expectations.creation_observed(key)
-                return ok, failed, first_err, len(pending)
-            batch = min(2 * batch, len(pending))
-        return ok, failed, first_err, 0
-
-    async def _create_one(self, job: Obj, key: str, ctx: SyncContext, index: int | None) -> Exception | None:
-        replaced = ctx.delayed_deletion.get(index) if index is not None else None
-        body = pods.pod_from_template(job, index, replaced)
-        try:
-            created = await self.client.create(PODS, api.namespace(job), body)
-        except ApiError as exc:
-            self.expectations.creation_observed(key)
-            if _namespace_terminating(exc):
-                return None
-            self.events.emit(job, "Warning", "FailedCreate", f"Error creating: {exc.message}")
-            return exc
-        self.events.emit(job, "Normal", "SuccessfulCreate", f"Created pod: {api.name(created)}")
-        return None
-
-    async def _delete_pod(self, job: Obj, pod: Obj) -> ApiError | None:
-        try:
-            await self.client.delete(PODS, api.namespace(pod), api.name(pod), propagation=None)
-        except ApiError as exc:
-            if not exc.not_found:
-                self.events.emit(job, "Warning", "FailedDelete", f"Error deleting: {exc.message}")
-            return exc
-        self.events.emit(job, "Normal", "SuccessfulDelete", f"Deleted pod: {api.name(pod)}")
-        return None
-
-    async def _delete_job_pods(self, job: Obj, key: str, doomed: list[Obj]) -> tuple[int, int, Exception | None]:
-        """Delete pods that must not be counted (suspend, scale down): finalizer first."""
-        async def one(pod: Obj) -> tuple[bool, bool, Exception | None]:
-            """(removed, counts towards deleted-ready, error). A pod already gone is removed."""
-            patch = pods.remove_finalizer_patch(pod)
-            try:
-                if patch is not None:
-                    await self.client.patch(PODS, api.namespace(pod), api.name(pod), patch, patch_type="strategic")
-            except ApiError as exc:
-                # The informer will never show this deletion.
-                self.expectations.deletion_observed(key)
-                return exc.not_found, False, None if exc.not_found else exc
-            err = await self._delete_pod(job, pod)
-            if err is not None:
-                self.expectations.deletion_observed(key)
-                if not err.not_found:
-                    return False, api.is_ready(pod), err
-            return True, api.is_ready(pod), None
-
-        results = await asyncio.gather(*(one(p) for p in doomed))
-        removed = sum(1 for ok, _, _ in results if ok)
-        ready = sum(1 for _, r, _ in results if r)
-        errs = [e for _, _, e in results if e is not None]
-        return ready, removed, errs[0] if errs else None
-
-    async def _delete_active_pods(self, job: Obj, active: list[Obj]) -> tuple[int, int, Exception | None]:
-        """Delete the active pods of a finishing Job, keeping finalizers so they are counted."""
-        results = await asyncio.gather(*(self._delete_pod(job, p) for p in active))
-        errs = [e for e in results if e is not None and not e.not_found]
-        removed = len(active) - len(errs)
-        ready = sum(1 for p in active if api.is_ready(p))
-        return ready, removed, errs[0] if errs else None
-
     # -- tracking and status ----------------------------------------------------------------
 
     async def _track_status_and_remove_finalizers(self, ctx: SyncContext, needs_flush: bool) -> None:
         job = ctx.job
-        st = api.status(job)
+        st = api.status_for_update(job)
         indexed = api.is_indexed(job)
         if indexed:
             ctx.pods = sorted(ctx.pods, key=api.completion_index)
@@ -789,34 +494,15 @@ class JobController:
             metrics.POD_FAILURES_HANDLED_BY_FAILURE_POLICY.labels(action).inc(n)
         rm_err: Exception | None = None
         if plan.pods_to_remove_finalizer:
-            done, rm_err = await self._remove_finalizers(ctx.key, plan.pods_to_remove_finalizer)
+            done, rm_err = await self.pod_control.remove_finalizers(ctx.key, plan.pods_to_remove_finalizer)
             for p, ok in zip(plan.pods_to_remove_finalizer, done, strict=True):
                 if ok:
                     with_finalizer.discard(api.uid(p))
-        if tracking.clean_uncounted_without_finalizers(api.status(ctx.job), with_finalizer):
+        if tracking.clean_uncounted_without_finalizers(api.status_for_update(ctx.job), with_finalizer):
             needs_flush = True
         if rm_err is not None and needs_flush:
             await self._update_status(ctx.job)
         return needs_flush, rm_err
-
-    async def _remove_finalizers(self, key: str, victims: list[Obj]) -> tuple[list[bool], Exception | None]:
-        self.finalizer_expectations.expect_removed(key, [api.uid(p) for p in victims])
-
-        async def one(pod: Obj) -> tuple[bool, Exception | None]:
-            patch = pods.remove_finalizer_patch(pod)
-            if patch is None:
-                return False, None
-            try:
-                await self.client.patch(PODS, api.namespace(pod), api.name(pod), patch, patch_type="strategic")
-            except ApiError as exc:
-                self.finalizer_expectations.observed(key, api.uid(pod))
-                if not exc.not_found:
-                    return False, exc
-            return True, None
-
-        results = await asyncio.gather(*(one(p) for p in victims))
-        errs = [e for _, e in results if e is not None]
-        return [ok for ok, _ in results], errs[0] if errs else None
 
     async def _update_status(self, job: Obj) -> Obj:
         body = copy.copy(job)
@@ -837,20 +523,14 @@ class JobController:
         if cond["type"] == api.COMPLETE:
             c = api.completions(job)
             if c is not None and int(api.status(job).get("succeeded") or 0) > c:
-                self.events.emit(job, "Warning", "TooManySucceededPods",
+                self.events.event(job, "Warning", "TooManySucceededPods",
                                  "Too many succeeded pods running after completion count reached")
-            self.events.emit(job, "Normal", "Completed", "Job completed")
+            self.events.event(job, "Normal", "Completed", "Job completed")
             metrics.JOBS_FINISHED.labels(mode, "succeeded", cond.get("reason") or "").inc()
         else:
-            self.events.emit(job, "Warning", cond.get("reason") or "", cond.get("message") or "")
+            self.events.event(job, "Warning", cond.get("reason") or "", cond.get("message") or "")
             metrics.JOBS_FINISHED.labels(mode, "failed", cond.get("reason") or "").inc()
 
 
 def _counters(st: Obj) -> Obj:
     return {k: st.get(k) for k in ("succeeded", "failed", "completedIndexes", "failedIndexes")}
-
-
-def _namespace_terminating(exc: ApiError) -> bool:
-    causes = ((exc.body or {}).get("details") or {}).get("causes") or []
-    return any(c.get("reason") == "NamespaceTerminating" for c in causes)
-

@@ -9,7 +9,7 @@ from __future__ import annotations
 from prometheus_client import Counter, Histogram
 
 from builtin_controller import api
-from builtin_controller.indexes import count
+from jobapi.intervals import count
 from kruntime.resources import Obj
 
 SYNC_DURATION = Histogram(

@@ -14,7 +14,7 @@ from datetime import datetime
 from builtin_controller import api
 from builtin_controller.backoff import finished_time
 from builtin_controller.failure_policy import is_pod_failed, match
-from builtin_controller.indexes import Intervals
+from jobapi.intervals import Intervals
 from kruntime.resources import Obj
 
 #: The API server appends 5 random characters to a generateName of at most this length.
@@ -333,7 +333,7 @@ def with_tracking_finalizer(pod: Obj) -> Obj:
     if api.has_tracking_finalizer(pod):
         return pod
     out = dict(pod)
-    meta = dict(api.md(pod))
+    meta: Obj = dict(api.md(pod))
     meta["finalizers"] = [*(meta.get("finalizers") or []), api.JOB_TRACKING_FINALIZER]
     out["metadata"] = meta
     return out

@@ -21,43 +21,25 @@ from datetime import datetime
 from builtin_controller import api, success_policy
 from builtin_controller.backoff import BackoffRecord
 from builtin_controller.failure_policy import counts_as_failure, fail_job_message
-from builtin_controller.indexes import Intervals
 from builtin_controller.pods import count_ready, past_backoff_limit_on_failure, pods_with_delayed_deletion_per_index
-from builtin_controller.tracking import failed_indexes, new_finished_pods, succeeded_indexes, uncounted_of
+from builtin_controller.tracking import failed_indexes, new_finished_pods, succeeded_indexes, uncounted_lists
+from jobapi import conditions as jc
+from jobapi.intervals import Intervals
 from kruntime.resources import Obj
 
 
 def new_condition(ctype: str, status: str, reason: str, message: str, now: datetime) -> Obj:
-    t = api.format_time(now)
-    return {"type": ctype, "status": status, "lastProbeTime": t, "lastTransitionTime": t,
-            "reason": reason, "message": message}
+    return jc.new_condition(ctype, status, reason, message, api.format_time(now))
 
 
 def ensure_condition(conditions: list[Obj], ctype: str, status: str, reason: str, message: str,
                      now: datetime) -> bool:
-    """Set a condition in place; True if the list changed.
-
-    An absent condition is only added when not ``False`` (nothing → False says nothing);
-    an existing one is replaced, with a fresh transition time, when anything differs.
-    """
-    for i, c in enumerate(conditions):
-        if c.get("type") == ctype:
-            if c.get("status") != status or (c.get("reason") or "") != reason or (c.get("message") or "") != message:
-                conditions[i] = new_condition(ctype, status, reason, message, now)
-                return True
-            return False
-    if status != "False":
-        conditions.append(new_condition(ctype, status, reason, message, now))
-        return True
-    return False
+    """Set a condition in place by the upstream controller's rule (any change restamps it)."""
+    return jc.set_restamping(conditions, ctype, status, reason, message, api.format_time(now))
 
 
 def failed_from_failure_target(cond: Obj, now: datetime) -> Obj:
     return new_condition(api.FAILED, "True", cond.get("reason") or "", cond.get("message") or "", now)
-
-
-def is_success_criteria_met(cond: Obj | None) -> bool:
-    return cond is not None and cond.get("type") == api.SUCCESS_CRITERIA_MET and cond.get("status") == "True"
 
 
 @dataclass
@@ -84,17 +66,28 @@ class SyncContext:
     delayed_deletion: dict[int, Obj] = field(default_factory=dict)
     backoff: BackoffRecord | None = None
 
+    def apply(self, verdict: Verdict) -> None:
+        """Take :func:`evaluate`'s decisions into this sync's working state."""
+        self.finished_condition = verdict.finished_condition
+        if verdict.indexed is not None:
+            ix = verdict.indexed
+            self.prev_succeeded_indexes, self.succeeded_indexes = ix.prev_succeeded, ix.succeeded
+            self.succeeded = ix.succeeded.total()
+            if ix.failed is not None:
+                self.failed_indexes = ix.failed
+                self.delayed_deletion = ix.delayed_deletion
+
 
 def new_context(job: Obj, key: str, pods: list[Obj], expected_rm: frozenset[str]) -> SyncContext:
     """Counters as they stand: stored ones plus pods finished since, minus ignored failures."""
     st = api.status(job)
-    u = uncounted_of(st)
+    uncounted_succeeded, uncounted_failed = uncounted_lists(st)
     ctx = SyncContext(job=job, key=key, pods=pods, expected_rm=expected_rm)
     ctx.active_pods = [p for p in pods if api.is_active(p)]
     ctx.ready = count_ready(ctx.active_pods)
     ctx.terminating = sum(1 for p in pods if api.is_terminating(p))
-    ctx.uncounted_succeeded = set(u["succeeded"])
-    ctx.uncounted_failed = set(u["failed"])
+    ctx.uncounted_succeeded = set(uncounted_succeeded)
+    ctx.uncounted_failed = set(uncounted_failed)
     ctx.new_succeeded_pods, ctx.new_failed_pods = new_finished_pods(
         job, pods, expected_rm, ctx.uncounted_succeeded, ctx.uncounted_failed)
     counted_failures = sum(1 for p in ctx.new_failed_pods if counts_as_failure(job, p))
@@ -111,57 +104,75 @@ def past_active_deadline(job: Obj, now: datetime) -> bool:
     return (now - start).total_seconds() >= int(ads)
 
 
-def evaluate(ctx: SyncContext, now: datetime) -> float | None:
-    """Decide ``ctx.finished_condition`` (steps 1-3 minus completions reached).
+@dataclass(frozen=True)
+class IndexedVerdict:
+    """The Indexed bookkeeping a sync works with (see ``tracking``)."""
 
-    Also fills the Indexed bookkeeping. Returns the delay after which the active deadline
-    must be re-checked, when one is pending.
-    """
+    prev_succeeded: Intervals
+    succeeded: Intervals
+    failed: Intervals | None = None
+    delayed_deletion: dict[int, Obj] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What :func:`evaluate` decided about a Job, before completions-reached is checked."""
+
+    #: the interim (or carried-over) finished condition, None while the Job runs on
+    finished_condition: Obj | None = None
+    #: seconds after which the active deadline must be checked again, when one is pending
+    recheck: float | None = None
+    indexed: IndexedVerdict | None = None
+
+
+def evaluate(ctx: SyncContext, now: datetime) -> Verdict:
+    """Decide the finished condition (steps 1-3 minus completions reached) and, for Indexed
+    Jobs, the index bookkeeping. Pure: ``ctx`` is read, never changed (see ``SyncContext.apply``)."""
     job = ctx.job
     recheck: float | None = None
+    finished: Obj | None = None
     scm = api.condition(job, api.SUCCESS_CRITERIA_MET)
     if scm is not None and scm.get("status") == "True":
-        ctx.finished_condition = scm
-    if ctx.finished_condition is None:
+        finished = scm
+    if finished is None:
         ft = api.condition(job, api.FAILURE_TARGET)
         if ft is not None and ft.get("status") == "True":
-            ctx.finished_condition = failed_from_failure_target(ft, now)
+            finished = failed_from_failure_target(ft, now)
         elif (msg := fail_job_message(job, ctx.pods)) is not None:
-            ctx.finished_condition = new_condition(api.FAILURE_TARGET, "True", api.REASON_POD_FAILURE_POLICY, msg, now)
-    if ctx.finished_condition is None:
+            finished = new_condition(api.FAILURE_TARGET, "True", api.REASON_POD_FAILURE_POLICY, msg, now)
+    if finished is None:
         if ctx.failed > api.backoff_limit(job) or past_backoff_limit_on_failure(job, ctx.pods):
-            ctx.finished_condition = new_condition(api.FAILURE_TARGET, "True", api.REASON_BACKOFF_LIMIT_EXCEEDED,
-                                                   api.MSG_BACKOFF_LIMIT, now)
+            finished = new_condition(api.FAILURE_TARGET, "True", api.REASON_BACKOFF_LIMIT_EXCEEDED,
+                                     api.MSG_BACKOFF_LIMIT, now)
         elif past_active_deadline(job, now):
-            ctx.finished_condition = new_condition(api.FAILURE_TARGET, "True", api.REASON_DEADLINE_EXCEEDED,
-                                                   api.MSG_DEADLINE, now)
+            finished = new_condition(api.FAILURE_TARGET, "True", api.REASON_DEADLINE_EXCEEDED, api.MSG_DEADLINE, now)
         elif api.spec(job).get("activeDeadlineSeconds") is not None and not api.suspended(job):
             start = api.parse_time(api.status(job).get("startTime")) or now
             recheck = int(api.spec(job)["activeDeadlineSeconds"]) - (now - start).total_seconds()
-    if api.is_indexed(job):
-        completions = api.completions(job) or 0
-        ctx.prev_succeeded_indexes, ctx.succeeded_indexes = succeeded_indexes(job, ctx.pods)
-        ctx.succeeded = ctx.succeeded_indexes.total()
-        if api.has_backoff_limit_per_index(job):
-            ctx.failed_indexes = failed_indexes(job, ctx.pods)
-            if ctx.finished_condition is None:
-                max_failed = api.spec(job).get("maxFailedIndexes")
-                nfailed = ctx.failed_indexes.total()
-                if max_failed is not None and nfailed > int(max_failed):
-                    ctx.finished_condition = new_condition(
-                        api.FAILURE_TARGET, "True", api.REASON_MAX_FAILED_INDEXES_EXCEEDED,
-                        api.MSG_MAX_FAILED_INDEXES, now)
-                elif nfailed > 0 and nfailed + ctx.succeeded_indexes.total() >= completions:
-                    ctx.finished_condition = new_condition(api.FAILURE_TARGET, "True", api.REASON_FAILED_INDEXES,
-                                                           api.MSG_FAILED_INDEXES, now)
-            ctx.delayed_deletion = pods_with_delayed_deletion_per_index(
-                job, ctx.pods, ctx.active_pods, ctx.expected_rm, ctx.succeeded_indexes, ctx.failed_indexes)
-        if ctx.finished_condition is None:
-            msg = success_policy.match(api.spec(job).get("successPolicy"), completions, ctx.succeeded_indexes)
-            if msg is not None:
-                ctx.finished_condition = new_condition(api.SUCCESS_CRITERIA_MET, "True", api.REASON_SUCCESS_POLICY,
-                                                       msg, now)
-    return recheck
+    if not api.is_indexed(job):
+        return Verdict(finished, recheck)
+    completions = api.completions(job) or 0
+    prev_succeeded, succeeded = succeeded_indexes(job, ctx.pods)
+    failed: Intervals | None = None
+    delayed: dict[int, Obj] = {}
+    if api.has_backoff_limit_per_index(job):
+        failed = failed_indexes(job, ctx.pods)
+        if finished is None:
+            max_failed = api.spec(job).get("maxFailedIndexes")
+            nfailed = failed.total()
+            if max_failed is not None and nfailed > int(max_failed):
+                finished = new_condition(api.FAILURE_TARGET, "True", api.REASON_MAX_FAILED_INDEXES_EXCEEDED,
+                                         api.MSG_MAX_FAILED_INDEXES, now)
+            elif nfailed > 0 and nfailed + succeeded.total() >= completions:
+                finished = new_condition(api.FAILURE_TARGET, "True", api.REASON_FAILED_INDEXES,
+                                         api.MSG_FAILED_INDEXES, now)
+        delayed = pods_with_delayed_deletion_per_index(job, ctx.pods, ctx.active_pods, ctx.expected_rm, succeeded,
+                                                       failed)
+    if finished is None:
+        msg = success_policy.match(api.spec(job).get("successPolicy"), completions, succeeded)
+        if msg is not None:
+            finished = new_condition(api.SUCCESS_CRITERIA_MET, "True", api.REASON_SUCCESS_POLICY, msg, now)
+    return Verdict(finished, recheck, IndexedVerdict(prev_succeeded, succeeded, failed, delayed))
 
 
 def completions_reached(job: Obj, succeeded: int, active: int) -> bool:
@@ -183,13 +194,13 @@ def ensure_suspend_condition(job: Obj, now: datetime) -> str | None:
     Resuming restarts ``startTime``: ``activeDeadlineSeconds`` counts continuous activity,
     so time spent suspended must not count against it.
     """
-    conds = api.status(job).setdefault("conditions", [])
+    conds = api.status_for_update(job).setdefault("conditions", [])
     if api.suspended(job):
         if ensure_condition(conds, api.SUSPENDED, "True", api.REASON_JOB_SUSPENDED, "Job suspended", now):
             return "Suspended"
         return None
     if ensure_condition(conds, api.SUSPENDED, "False", api.REASON_JOB_RESUMED, "Job resumed", now):
-        api.status(job)["startTime"] = api.format_time(now)
+        api.status_for_update(job)["startTime"] = api.format_time(now)
         return "Resumed"
     return None
 
@@ -202,13 +213,13 @@ def promote_interim(ctx: SyncContext, now: datetime) -> bool:
     cond = ctx.finished_condition
     if cond is None:
         return False
-    conds = api.status(ctx.job).setdefault("conditions", [])
+    conds = api.status_for_update(ctx.job).setdefault("conditions", [])
     changed = False
     if cond.get("type") == api.FAILURE_TARGET:
         conds.append(cond)
         changed = True
         ctx.finished_condition = failed_from_failure_target(cond, now)
-    elif is_success_criteria_met(cond):
+    elif jc.holds(cond, jc.SUCCESS_CRITERIA_MET):
         if not api.condition_true(ctx.job, api.SUCCESS_CRITERIA_MET):
             conds.append(cond)
             changed = True
@@ -222,7 +233,7 @@ def enact_finished(ctx: SyncContext, now: datetime) -> bool:
     cond = ctx.finished_condition
     if cond is None:
         return False
-    st = api.status(ctx.job)
+    st = api.status_for_update(ctx.job)
     u = st.get("uncountedTerminatedPods") or {}
     if (u.get("succeeded") or []) or (u.get("failed") or []):
         return False

@@ -7,7 +7,7 @@ rule wins and its position goes into the ``SuccessCriteriaMet`` message.
 
 from __future__ import annotations
 
-from builtin_controller.indexes import Intervals
+from jobapi.intervals import Intervals
 from kruntime.resources import Obj
 
 

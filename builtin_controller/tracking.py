@@ -21,14 +21,22 @@ from dataclasses import dataclass, field
 
 from builtin_controller import api
 from builtin_controller.failure_policy import is_pod_failed, match
-from builtin_controller.indexes import Intervals
+from jobapi import conditions as jc
+from jobapi.intervals import Intervals
 from kruntime.resources import Obj
 
 MAX_UNCOUNTED_PODS = 500
 
 
-def uncounted_of(status: Obj) -> Obj:
-    """``status.uncountedTerminatedPods`` with both lists present (created if missing)."""
+def uncounted_lists(status: Obj) -> tuple[list[str], list[str]]:
+    """The succeeded and failed UIDs of ``status.uncountedTerminatedPods``, read only."""
+    u = status.get("uncountedTerminatedPods") or {}
+    return list(u.get("succeeded") or []), list(u.get("failed") or [])
+
+
+def ensure_uncounted(status: Obj) -> Obj:
+    """Normalise ``status.uncountedTerminatedPods`` in place (both lists present) and return it
+    for updating; the first step of a sync, on its private copy of the Job."""
     u: Obj = status.get("uncountedTerminatedPods") or {}
     u.setdefault("succeeded", [])
     u.setdefault("failed", [])
@@ -42,7 +50,7 @@ def uncounted_of(status: Obj) -> Obj:
 
 def clean_uncounted_without_finalizers(status: Obj, uids_with_finalizer: set[str]) -> bool:
     """Step 3: move UIDs whose finalizer is gone into the counters. True if anything moved."""
-    u = uncounted_of(status)
+    u = ensure_uncounted(status)
     changed = False
     for kind in ("succeeded", "failed"):
         keep = [x for x in u[kind] if x in uids_with_finalizer]
@@ -93,13 +101,13 @@ def plan(job: Obj, pods: list[Obj], *, expected_rm: frozenset[str], prev_uncount
     ``completedIndexes`` in order when the per-sync cap cuts the list short.
     """
     out = TrackingPlan()
-    st = api.status(job)
-    u = uncounted_of(st)
+    st = api.status_for_update(job)
+    u = ensure_uncounted(st)
     indexed = api.is_indexed(job)
     completions = api.completions(job) or 0
     policy = api.pod_failure_policy(job)
     # A job that is failing (not succeeding) counts every unfinished pod as failed.
-    failing = finished_condition is not None and not _is_success_criteria_met(finished_condition)
+    failing = finished_condition is not None and not jc.holds(finished_condition, jc.SUCCESS_CRITERIA_MET)
     for pod in pods:
         pid = api.uid(pod)
         if not api.has_tracking_finalizer(pod) or pid in expected_rm:
@@ -134,10 +142,6 @@ def plan(job: Obj, pods: list[Obj], *, expected_rm: frozenset[str], prev_uncount
             out.reached_max_uncounted = True
             break
     return out
-
-
-def _is_success_criteria_met(cond: Obj) -> bool:
-    return cond.get("type") == api.SUCCESS_CRITERIA_MET and cond.get("status") == "True"
 
 
 def uids_with_finalizer(pods: list[Obj], expected_rm: frozenset[str]) -> set[str]:

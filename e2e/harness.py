@@ -42,7 +42,7 @@ import yaml
 
 from kruntime.client import ClusterClient
 from kruntime.resources import JOBS, LEASES, Obj, Resource
-from kruntime.waiting import get_or_none, wait_for
+from testkit.waiting import get_or_none, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

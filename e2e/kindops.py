@@ -20,7 +20,7 @@ from typing import cast
 from e2e.harness import LABEL_ORIGIN_UID, LEASE_NAME, POD_RES, SYSTEM_NS, E2EEnv, log
 from kruntime.client import ApiError
 from kruntime.resources import JOBS, LEASES, Obj
-from kruntime.waiting import get_or_none, wait_for
+from testkit.waiting import get_or_none, wait_for
 
 CONTROLLER_SELECTOR = "app.kubernetes.io/name=jobmirror"
 

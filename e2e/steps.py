@@ -17,7 +17,7 @@ from e2e.harness import (
 )
 from kruntime.client import ApiError
 from kruntime.resources import JOBS, NAMESPACES, Obj
-from kruntime.waiting import ensure_namespace, get_or_none, wait_for
+from testkit.waiting import ensure_namespace, get_or_none, wait_for
 
 
 async def namespace(env: E2EEnv, journey: str) -> str:

@@ -33,7 +33,7 @@ from e2e.harness import (
 )
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, NAMESPACES, Obj, Resource
-from kruntime.waiting import ensure_namespace, wait_for
+from testkit.waiting import ensure_namespace, wait_for
 
 pytestmark = pytest.mark.e2e
 

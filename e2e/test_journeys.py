@@ -32,7 +32,7 @@ from e2e.steps import (
     wait_no_copies,
 )
 from kruntime.resources import EVENTS, JOBS, Obj
-from kruntime.waiting import wait_for
+from testkit.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

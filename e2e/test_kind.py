@@ -44,7 +44,7 @@ from e2e.steps import cleanup, namespace, placed, wait_condition, wait_no_copies
 from kindbed.clusters import E2E_CONFIG_OVERRIDES
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import EVENTS, JOBS, NAMESPACES, Obj, Resource
-from kruntime.waiting import wait_for
+from testkit.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 

@@ -6,6 +6,10 @@ budget that pod creates and status writes need; when the queue is full an event 
 dropped, counted (``jobmirror_runtime_events_dropped_total``) and logged, never waited
 for. Identical events for one object within ``dedupe_window`` are folded into a count
 patch, the way client-go's correlator keeps a hot loop from flooding etcd.
+
+Controllers record through :class:`ObjectEvents`, which adds client-go's spam filter
+(:class:`SpamFilter`: per object and event type, a burst, then one per refill period) and
+names the involved object's kind itself (objects from a list carry no ``apiVersion``/``kind``).
 """
 
 from __future__ import annotations
@@ -14,16 +18,20 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from kruntime import metrics
 from kruntime.client import ApiError, ClusterClient
-from kruntime.resources import EVENTS, Obj
+from kruntime.resources import EVENTS, Obj, Resource
 
 log = logging.getLogger(__name__)
 
 #: client-go's broadcaster queue length (``maxQueuedEvents``)
 MAX_QUEUED_EVENTS = 1000
+#: client-go's event spam filter: per object and event type, 25 at once, then 1 per 5 min.
+SPAM_BURST = 25
+SPAM_REFILL_SECONDS = 300.0
 
 
 def now_rfc3339() -> str:
@@ -133,3 +141,53 @@ class EventRecorder:
             if prev and exc.not_found:
                 self._seen.pop(dkey, None)
             log.warning("could not record event %s on %s/%s: %s", reason, ns, md.get("name"), exc)
+
+
+class SpamFilter:
+    """client-go's event spam filter: a token bucket per (object uid, event type)."""
+
+    def __init__(self, burst: int = SPAM_BURST, refill_seconds: float = SPAM_REFILL_SECONDS,
+                 clock: Callable[[], float] = time.monotonic, max_tracked: int = 50_000) -> None:
+        self.burst = float(burst)
+        self.refill_seconds = refill_seconds
+        self.clock = clock
+        self.max_tracked = max_tracked
+        self._buckets: dict[tuple[str, str], tuple[float, float]] = {}
+
+    def allow(self, uid: str, etype: str) -> bool:
+        k = (uid, etype)
+        now = self.clock()
+        tokens, last = self._buckets.get(k, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - last) / self.refill_seconds)
+        if tokens < 1:
+            self._buckets[k] = (tokens, now)
+            return False
+        self._buckets[k] = (tokens - 1, now)
+        if len(self._buckets) > self.max_tracked:
+            self._buckets.clear()
+        return True
+
+    def forget(self, uid: str) -> None:
+        for etype in ("Normal", "Warning"):
+            self._buckets.pop((uid, etype), None)
+
+
+class ObjectEvents:
+    """Events on objects of one resource, through the spam filter, onto a recorder."""
+
+    def __init__(self, recorder: EventRecorder, resource: Resource, spam_filter: SpamFilter | None = None) -> None:
+        self.recorder = recorder
+        self.resource = resource
+        self.spam_filter = spam_filter if spam_filter is not None else SpamFilter()
+
+    def event(self, obj: Obj, etype: str, reason: str, message: str) -> None:
+        md = obj.get("metadata") or {}
+        if not self.spam_filter.allow(str(md.get("uid", "")), etype):
+            log.debug("event %s on %s/%s dropped by the spam filter", reason, md.get("namespace"), md.get("name"))
+            return
+        involved = {"apiVersion": self.resource.api_version, "kind": self.resource.kind, "metadata": md}
+        self.recorder.event(involved, etype, reason, message)
+
+    def forget(self, uid: str) -> None:
+        """The object is gone: drop its buckets."""
+        self.spam_filter.forget(uid)

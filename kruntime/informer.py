@@ -4,6 +4,10 @@ Watches resume from the last seen resourceVersion (bookmarks keep it fresh), a
 ``410 Gone`` forces a relist, and transport failures back off exponentially with the
 attempt count visible in logs and metrics. After a relist, objects that vanished while
 we were disconnected are delivered as deletions, so no handler misses one.
+
+Secondary indexes (client-go's indexers) map a value computed from each object (an owner
+uid, an origin label) to the keys of the cached objects that carry it; they are updated
+before handlers run, so a handler sees the index and the cache agree.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal
 
 from kruntime import metrics
@@ -23,6 +27,8 @@ log = logging.getLogger(__name__)
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Handler = Callable[[EventType, Obj | None, Obj], Awaitable[None] | None]
+#: The index values of one object (usually zero or one).
+IndexFunc = Callable[[Obj], Iterable[str]]
 
 
 class Informer:
@@ -51,11 +57,41 @@ class Informer:
         self.healthy = False
         self.last_error: str | None = None
         self._handlers: list[Handler] = []
+        self._index_funcs: dict[str, IndexFunc] = {}
+        #: index name -> value -> keys, in the order they were last updated (a dict as an ordered set)
+        self._indexes: dict[str, dict[str, dict[str, None]]] = {}
         self._rv = ""
         self._failures = 0
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
+
+    def add_index(self, name: str, func: IndexFunc) -> None:
+        """Maintain index ``name``: ``func(obj)`` gives the values an object is found under."""
+        self._index_funcs[name] = func
+        self._indexes[name] = {}
+        for key, obj in self.cache.items():
+            self._index_one(name, key, None, obj)
+
+    def by_index(self, name: str, value: str) -> list[Obj]:
+        """Cached objects whose index ``name`` has ``value``, least recently updated first."""
+        keys = self._indexes[name].get(value) or {}
+        return [obj for k in keys if (obj := self.cache.get(k)) is not None]
+
+    def _index_one(self, name: str, key: str, old: Obj | None, new: Obj | None) -> None:
+        func, index = self._index_funcs[name], self._indexes[name]
+        for value in func(old) if old is not None else ():
+            keys = index.get(value)
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del index[value]
+        for value in func(new) if new is not None else ():
+            index.setdefault(value, {})[key] = None
+
+    def _reindex(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        for name in self._index_funcs:
+            self._index_one(name, key, old, new)
 
     def get(self, key: str) -> Obj | None:
         return self.cache.get(key)
@@ -86,12 +122,19 @@ class Informer:
         self._rv = rv
         for k, obj in old_cache.items():
             if k not in fresh:
+                self._reindex(k, obj, None)
+        for k, obj in fresh.items():
+            prev = old_cache.get(k)
+            if prev is None or _rv(prev) != _rv(obj):
+                self._reindex(k, prev, obj)
+        for k, obj in old_cache.items():
+            if k not in fresh:
                 await self._emit("DELETED", obj, obj)
         for k, obj in fresh.items():
             prev = old_cache.get(k)
             if prev is None:
                 await self._emit("ADDED", None, obj)
-            elif prev.get("metadata", {}).get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+            elif _rv(prev) != _rv(obj):
                 await self._emit("MODIFIED", prev, obj)
 
     async def _watch_once(self) -> None:
@@ -119,9 +162,11 @@ class Informer:
             prev = self.cache.get(k)
             if etype == "DELETED":
                 self.cache.pop(k, None)
+                self._reindex(k, prev, None)
                 await self._emit("DELETED", prev, obj)
             elif etype in ("ADDED", "MODIFIED"):
                 self.cache[k] = obj
+                self._reindex(k, prev, obj)
                 await self._emit("ADDED" if prev is None else "MODIFIED", prev, obj)
 
     def _connected(self) -> None:
@@ -171,3 +216,7 @@ class Informer:
                             self.last_error, delay)
                 need_list = True
                 await asyncio.sleep(delay)
+
+
+def _rv(obj: Obj) -> object:
+    return (obj.get("metadata") or {}).get("resourceVersion")

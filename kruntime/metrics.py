@@ -15,7 +15,6 @@ WATCH_RESTARTS = Counter(
 RELISTS = Counter("jobmirror_runtime_relists_total", "Informer full relists", ["cluster", "resource"])
 QUEUE_DEPTH = Gauge("jobmirror_runtime_queue_depth", "Keys waiting in a work queue", ["queue"])
 QUEUE_RETRIES = Counter("jobmirror_runtime_queue_retries_total", "Keys re-queued with backoff", ["queue"])
-RETRIES = Counter("jobmirror_runtime_call_retries_total", "Retried API calls (tenacity)", ["operation"])
 EVENTS_DROPPED = Counter(
     "jobmirror_runtime_events_dropped_total", "Events dropped because the event queue was full", ["cluster"],
 )

@@ -54,11 +54,6 @@ def split_key(key: str) -> tuple[str | None, str]:
     return None, key
 
 
-def meta(obj: Obj) -> Obj:
-    md: Obj = obj.setdefault("metadata", {})
-    return md
-
-
 _VOLATILE_METADATA = ("resourceVersion", "managedFields")
 
 

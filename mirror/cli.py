@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from jobapi.times import parse_time
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
-from kruntime.logging_setup import setup_logging
-from kruntime.resources import JOBS, Obj
+from kruntime.lifecycle import add_logging_args, cancel_and_wait, run_until_signalled, setup_logging_from
+from kruntime.resources import Obj
 from mirror.config import Config, ConfigError, load_config
+from mirror.job_kind import JOB_KIND
+from mirror.kinds import MirroredKind
 from mirror.naming import ANNOTATION_CLUSTER, FIELD_MANAGER
-from mirror.status import condition, is_finished
 
 DEFAULT_CONFIG = Path("/etc/jobmirror/config.yaml")
 
@@ -23,15 +24,14 @@ async def _run(cfg: Config) -> int:
     from mirror.controller import MirrorController
 
     ctrl = MirrorController(cfg)
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-    assert main is not None
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, main.cancel)
-    try:
-        await ctrl.run()
-    except asyncio.CancelledError:
-        await ctrl.shutdown()
+
+    async def on_signal(task: asyncio.Task[None]) -> None:
+        await cancel_and_wait(task)  # run() stops the controller in its own finally
+        await ctrl.stop()
+
+    ended = await run_until_signalled(ctrl.run(), on_signal)
+    if ended is not None:
+        ended.result()  # an exception from the controller propagates, as before
     return 0
 
 
@@ -57,14 +57,11 @@ async def _check(cfg: Config) -> list[str]:
     return problems
 
 
-def _state(job: Obj) -> str:
-    for t in ("Complete", "Failed"):
-        c = condition(job, t)
-        if c and c.get("status") == "True":
-            return t
-    if job.get("spec", {}).get("suspend"):
-        return "Suspended"
-    ann = job["metadata"].get("annotations") or {}
+def _state(kind: MirroredKind, obj: Obj) -> str:
+    held = kind.state(obj)
+    if held is not None:
+        return held
+    ann = obj["metadata"].get("annotations") or {}
     if ANNOTATION_CLUSTER not in ann:
         return "Pending"
     return "Running"
@@ -76,28 +73,30 @@ def _last_sync(job: Obj, now: datetime) -> str:
              if m.get("manager") == FIELD_MANAGER and m.get("subresource") == "status" and m.get("time")]
     if not times:
         return "-"
-    t = datetime.strptime(max(times), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    t = parse_time(max(times))
+    if t is None:
+        return "-"
     return f"{(now - t).total_seconds():.0f}s"
 
 
-async def _status(cfg: Config) -> int:
+async def _status(cfg: Config, kind: MirroredKind = JOB_KIND) -> int:
     mkc = await load_kubeconfig(cfg.manager_kubeconfig, cfg.manager_context) if cfg.manager_kubeconfig \
         else await load_incluster()
     manager = ClusterClient.from_configuration("manager", mkc, timeout=cfg.request_timeout)
     now = datetime.now(UTC)
     try:
-        items, _ = await manager.list_all(JOBS, None)
-        claimed = [j for j in items if j.get("spec", {}).get("managedBy") == cfg.controller_name
-                   and (not cfg.namespaces or j["metadata"]["namespace"] in cfg.namespaces)]
-        print(f"{'JOB':40s} {'WORKER':12s} {'STATE':10s} {'SUCCEEDED':>9s} {'FAILED':>6s} {'ACTIVE':>6s} LAST SYNC")
+        items, _ = await manager.list_all(kind.resource, None)
+        claimed = [j for j in items if kind.claims(j, cfg)]
+        print(f"{kind.name.upper():40s} {'WORKER':12s} {'STATE':10s} {'SUCCEEDED':>9s} {'FAILED':>6s} {'ACTIVE':>6s} "
+              "LAST SYNC")
         for j in sorted(claimed, key=lambda x: (x["metadata"]["namespace"], x["metadata"]["name"])):
             st = j.get("status") or {}
             worker = (j["metadata"].get("annotations") or {}).get(ANNOTATION_CLUSTER, "-")
             name = f"{j['metadata']['namespace']}/{j['metadata']['name']}"
-            print(f"{name:40s} {worker:12s} {_state(j):10s} {st.get('succeeded', 0):>9} {st.get('failed', 0):>6} "
+            print(f"{name:40s} {worker:12s} {_state(kind, j):10s} {st.get('succeeded', 0):>9} {st.get('failed', 0):>6} "
                   f"{st.get('active', 0):>6} {_last_sync(j, now)}")
-        unfinished = sum(1 for j in claimed if not is_finished(j))
-        print(f"\n{len(claimed)} claimed Jobs, {unfinished} unfinished\n")
+        unfinished = sum(1 for j in claimed if not kind.is_finished(j))
+        print(f"\n{len(claimed)} claimed {kind.name}s, {unfinished} unfinished\n")
     finally:
         await manager.close()
     print(f"{'WORKER':12s} {'HEALTH':10s} {'VERSION':10s} DETAIL")
@@ -121,8 +120,7 @@ async def _status(cfg: Config) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="jobmirror", description="Mirror managedBy Jobs into worker clusters.")
-    p.add_argument("--log-level", default="INFO")
-    p.add_argument("--log-format", choices=["auto", "json", "text"], default="auto")
+    add_logging_args(p)
     sub = p.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="run the controller")
     run.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
@@ -131,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     chk = sub.add_parser("check-config", help="validate the config file and every kubeconfig in it")
     chk.add_argument("config", type=Path)
     args = p.parse_args(argv)
-    setup_logging(args.log_level, args.log_format)
+    setup_logging_from(args)
     try:
         cfg = load_config(args.config)
     except ConfigError as exc:

@@ -8,26 +8,31 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeconfig
-from kruntime.events import EventRecorder
+from kruntime.events import EventRecorder, ObjectEvents
 from kruntime.httpserver import HealthServer
 from kruntime.informer import Informer
-from kruntime.resources import JOBS, LEASES, NAMESPACES, Obj, key_of, status_only_change
+from kruntime.resources import LEASES, NAMESPACES, Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc
 from mirror.config import Config
+from mirror.job_kind import JOB_KIND
+from mirror.kinds import MirroredKind, QueueKey, manager_key_of
 from mirror.naming import FIELD_MANAGER
 from mirror.placement import policy_for
-from mirror.reconciler import Reconciler, claims
+from mirror.reconciler import Reconciler
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
+
+#: The kinds mirrored: add a :class:`mirror.kinds.MirroredKind` here (and its RBAC) to mirror another.
+KINDS: tuple[MirroredKind, ...] = (JOB_KIND,)
 
 
 async def _cluster_identity(client: ClusterClient) -> str | None:
@@ -40,13 +45,16 @@ async def _cluster_identity(client: ClusterClient) -> str | None:
 
 
 class MirrorController:
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, kinds: Sequence[MirroredKind] = KINDS) -> None:
         self.cfg = cfg
+        self.kinds = {kind.name: kind for kind in kinds}
         self.manager: ClusterClient | None = None
         self.workers: dict[str, WorkerCluster] = {}
-        self.jobs: Informer | None = None
-        self.queue: WorkQueue[str] = WorkQueue("mirror", backoff_base=0.05, backoff_cap=60.0)
-        self.reconciler: Reconciler | None = None
+        #: the manager-side cache of each kind
+        self.informers: dict[str, Informer] = {}
+        self.queue: WorkQueue[QueueKey] = WorkQueue("mirror", backoff_base=0.05, backoff_cap=60.0)
+        self.reconcilers: dict[str, Reconciler] = {}
+        self.recorder: EventRecorder | None = None
         self.leading = not cfg.leader_election.enabled
         self._identity = ""
         self._led = False  # became leader at some point: a graceful stop hands the Lease back
@@ -67,7 +75,7 @@ class MirrorController:
                                                          qps=wcfg.qps, burst=wcfg.burst, timeout=cfg.request_timeout,
                                                          field_manager=FIELD_MANAGER)
             # Each worker may hold at most 3/4 of the reconcile slots: a hung one cannot stall the rest.
-            self.workers[wcfg.name] = WorkerCluster(wcfg, client, origin=cfg.origin,
+            self.workers[wcfg.name] = WorkerCluster(wcfg, client, kinds=list(self.kinds.values()), origin=cfg.origin,
                                                     probe_interval=cfg.health_probe_interval,
                                                     max_in_flight=max(2, cfg.workers_concurrency * 3 // 4))
         manager_id = await _cluster_identity(self.manager)
@@ -75,26 +83,43 @@ class MirrorController:
             if manager_id and await _cluster_identity(w.client) == manager_id:
                 w.is_manager = True
                 log.info("worker %s is the manager cluster itself: copies get derived names", w.name)
-        self.jobs = Informer(self.manager, JOBS)
-        self.jobs.add_handler(self._on_manager_job)
-        for w in self.workers.values():
-            w.informer.add_handler(self._on_remote_job)
         # Four event writers: two events per Job (Dispatched, RemoteDeleted) at dispatch rate.
-        recorder = EventRecorder(self.manager, "jobmirror", writers=4)
-        self.reconciler = Reconciler(cfg, self.manager, self.jobs, self.workers, recorder,
-                                     policy_for(cfg.placement.value))
+        self.recorder = EventRecorder(self.manager, "jobmirror", writers=4)
+        for kind in self.kinds.values():
+            informer = self.informers[kind.name] = Informer(self.manager, kind.resource)
+            informer.add_handler(self._manager_handler(kind))
+            for w in self.workers.values():
+                w.kinds[kind.name].informer.add_handler(self._copy_handler(kind))
+            # Through client-go's spam filter, like the builtin controller's events.
+            events = ObjectEvents(self.recorder, kind.resource)
+            self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
+                                                     policy_for(cfg.placement.value))
 
-    def _on_manager_job(self, etype: str, old: Obj | None, new: Obj) -> None:
-        if not claims(new, self.cfg):
-            return
-        if etype == "MODIFIED" and old is not None and status_only_change(old, new):
-            return  # our own status write: the pass that wrote it acted on it (resync covers others)
-        self.queue.add(key_of(new))
+    @property
+    def jobs(self) -> Informer | None:
+        """The manager's Job cache."""
+        return self.informers.get(JOB_KIND.name)
 
-    def _on_remote_job(self, etype: str, old: Obj | None, new: Obj) -> None:
-        key = WorkerCluster.manager_key_of(new)
-        if key:
-            self.queue.add(key)
+    def _manager_handler(self, kind: MirroredKind) -> Callable[[str, Obj | None, Obj], None]:
+        def on_manager_object(etype: str, old: Obj | None, new: Obj) -> None:
+            if not kind.claims(new, self.cfg):
+                return
+            if etype == "MODIFIED" and old is not None and status_only_change(old, new):
+                return  # our own status write: the pass that wrote it acted on it (resync covers others)
+            self.queue.add(QueueKey(kind.name, key_of(new)))
+
+        return on_manager_object
+
+    def _copy_handler(self, kind: MirroredKind) -> Callable[[str, Obj | None, Obj], None]:
+        def on_copy(etype: str, old: Obj | None, new: Obj) -> None:
+            key = manager_key_of(kind, new)
+            if key:
+                self.queue.add(QueueKey(kind.name, key))
+
+        return on_copy
+
+    async def _reconcile(self, key: QueueKey) -> float | None:
+        return await self.reconcilers[key.kind].reconcile(key.key)
 
     # -- health -----------------------------------------------------------------------------
 
@@ -104,31 +129,40 @@ class MirrorController:
     def readiness(self) -> tuple[bool, str]:
         if self.cfg.leader_election.enabled and not self.leading:
             return True, "standby (not the leader)"
-        if self.jobs is None or not self.jobs.synced.is_set():
+        for name, informer in self.informers.items():
+            if not informer.synced.is_set():
+                return False, f"manager {name} cache not synced"
+        if not self.informers:
             return False, "manager Job cache not synced"
         return True, "ok"
 
     # -- run --------------------------------------------------------------------------------
 
     async def _run_controller(self) -> None:
-        assert self.manager is not None and self.jobs is not None and self.reconciler is not None
+        assert self.manager is not None and self.informers
         self.leading = True
         spawn = self._spawn
-        spawn(self.jobs.run(), "manager-jobs-informer")
+        for informer in self.informers.values():
+            spawn(informer.run(), f"manager-{informer.resource.plural}-informer")
         for w in self.workers.values():
-            spawn(w.informer.run(), f"{w.name}-informer")
+            for informer in w.informers():
+                spawn(informer.run(), f"{w.name}-{informer.resource.plural}-informer")
             spawn(w.probe_loop(), f"{w.name}-probe")
-        await self.jobs.wait_synced()
+        for informer in self.informers.values():
+            await informer.wait_synced()
         # Give reachable workers a moment to sync and answer a probe, so the first placements
         # see all of them and their load (else the first Jobs all go to whichever worker
         # answered first); an unreachable one must not hold up the others.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(
-                *(w.informer.synced.wait() for w in self.workers.values()),
+                *(i.synced.wait() for w in self.workers.values() for i in w.informers()),
                 *(w.probed.wait() for w in self.workers.values())), 10)
-        log.info("caches synced; %d claimed Jobs", sum(1 for j in self.jobs.items() if claims(j, self.cfg)))
-        spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.cfg.origin, self.cfg.gc_interval), "gc")
-        await self.queue.run_workers(self.cfg.workers_concurrency, self.reconciler.reconcile)
+        for name, informer in self.informers.items():
+            claimed = sum(1 for o in informer.items() if self.kinds[name].claims(o, self.cfg))
+            log.info("caches synced; %d claimed %ss", claimed, name)
+        spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.cfg.origin, self.cfg.gc_interval,
+                         list(self.kinds.values())), "gc")
+        await self.queue.run_workers(self.cfg.workers_concurrency, self._reconcile)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -153,7 +187,7 @@ class MirrorController:
             else:
                 await self._run_controller()
         finally:
-            await self.shutdown()
+            await self.stop()
             if server is not None:
                 await server.stop()
 
@@ -179,7 +213,7 @@ class MirrorController:
         waiter = asyncio.create_task(lost.wait())
         try:
             await asyncio.wait({election, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        finally:  # also on cancellation (SIGTERM): no renewal may follow the release in shutdown()
+        finally:  # also on cancellation (SIGTERM): no renewal may follow the release in stop()
             for t in (election, waiter):
                 t.cancel()
             await asyncio.gather(election, waiter, return_exceptions=True)
@@ -204,7 +238,7 @@ class MirrorController:
         except (TimeoutError, ApiError, OSError) as exc:
             log.warning("could not release the leader Lease (the standby takes over after leaseDuration): %s", exc)
 
-    async def shutdown(self) -> None:
+    async def stop(self) -> None:
         if self._stopping.is_set():
             return
         self._stopping.set()
@@ -212,8 +246,8 @@ class MirrorController:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self.reconciler is not None:
-            await self.reconciler.recorder.flush()
+        if self.recorder is not None:
+            await self.recorder.flush()
         if self._led:
             await self._release_lease()
         for w in self.workers.values():

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from enum import StrEnum
 
+from jobapi.objects import annotations_of, labels_of
 from kruntime.client import ApiError, ClusterClient
-from kruntime.resources import JOBS, Obj, split_key
+from kruntime.resources import Obj, split_key
 from mirror import metrics
+from mirror.kinds import MirroredKind, manager_key_of
 from mirror.naming import ANNOTATION_CLUSTER, LABEL_ORIGIN, LABEL_ORIGIN_UID
 from mirror.workers import WorkerCluster
 
@@ -29,39 +32,41 @@ class Verdict(StrEnum):
 
 def judge(remote: Obj, manager: Obj | None, *, origin: str, worker: str) -> Verdict:
     """Pure decision for one remote copy, given the manager Job as freshly read (or None)."""
-    labels = remote.get("metadata", {}).get("labels") or {}
+    labels = labels_of(remote)
     if labels.get(LABEL_ORIGIN) != origin:
         return Verdict.KEEP  # never ours to judge
     if manager is None or manager["metadata"].get("uid") != labels.get(LABEL_ORIGIN_UID):
         return Verdict.ORPHAN
-    placed = (manager["metadata"].get("annotations") or {}).get(ANNOTATION_CLUSTER)
+    placed = annotations_of(manager).get(ANNOTATION_CLUSTER)
     if placed is not None and placed != worker:
         return Verdict.STALE
     return Verdict.KEEP
 
 
-async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], origin: str) -> int:
+async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], origin: str,
+                       kind: MirroredKind) -> int:
     deleted = 0
     for w in workers:
         if not w.healthy:
             continue  # retried next round; an unreachable worker never blocks the others
-        for remote in w.copies():
-            key = WorkerCluster.manager_key_of(remote)
+        for remote in w.copies(kind):
+            key = manager_key_of(kind, remote)
             ns, name = split_key(key) if key else (None, "")
             fresh: Obj | None = None
             if ns:
                 try:
-                    fresh = await manager.get(JOBS, ns, name)
+                    fresh = await manager.get(kind.resource, ns, name)
                 except ApiError as exc:
                     if not exc.not_found:
-                        log.warning("gc: reading manager Job %s failed: %s", key, exc)
+                        log.warning("gc: reading manager %s %s failed: %s", kind.name, key, exc)
                         continue
             verdict = judge(remote, fresh, origin=origin, worker=w.name)
             if verdict is Verdict.KEEP:
                 continue
             md = remote["metadata"]
             try:
-                await w.client.delete(JOBS, md["namespace"], md["name"], propagation="Background", uid=md.get("uid"))
+                await w.client.delete(kind.resource, md["namespace"], md["name"], propagation="Background",
+                                      uid=md.get("uid"))
             except ApiError as exc:
                 if not (exc.not_found or exc.conflict):
                     log.warning("gc: deleting %s/%s on %s failed (retried next round): %s", md["namespace"],
@@ -73,10 +78,12 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
     return deleted
 
 
-async def gc_loop(manager: ClusterClient, workers: list[WorkerCluster], origin: str, interval: float) -> None:
+async def gc_loop(manager: ClusterClient, workers: list[WorkerCluster], origin: str, interval: float,
+                  kinds: Sequence[MirroredKind]) -> None:
     while True:
         await asyncio.sleep(interval)
         try:
-            await collect_once(manager, workers, origin)
+            for kind in kinds:
+                await collect_once(manager, workers, origin, kind)
         except Exception:
             log.exception("gc round failed; next round in %.0fs", interval)

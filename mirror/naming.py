@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import hashlib
 
-DEFAULT_CONTROLLER_NAME = "jobmirror.dev/controller"
-BUILTIN_CONTROLLER_NAME = "kubernetes.io/job-controller"
+from jobapi.names import BUILTIN_JOB_CONTROLLER, CONTROLLER_UID_LABELS, JOBMIRROR_CONTROLLER
+
+DEFAULT_CONTROLLER_NAME = JOBMIRROR_CONTROLLER
+BUILTIN_CONTROLLER_NAME = BUILTIN_JOB_CONTROLLER
 
 # On the remote copy.
 LABEL_ORIGIN = "jobmirror.dev/origin"
 LABEL_ORIGIN_UID = "jobmirror.dev/origin-uid"
-ANNOTATION_ORIGIN_JOB = "jobmirror.dev/origin-job"
+
+def origin_annotation(kind: str) -> str:
+    """The annotation on a copy naming its manager object (``<ns>/<name>``); one per kind, so
+    the value never has to say which kind it names."""
+    return f"jobmirror.dev/origin-{kind.lower()}"
+
+
+ANNOTATION_ORIGIN_JOB = origin_annotation("Job")
 
 # On the manager Job.
 ANNOTATION_CLUSTER = "jobmirror.dev/cluster"
@@ -20,8 +29,7 @@ FINALIZER = "jobmirror.dev/cleanup"
 
 FIELD_MANAGER = "jobmirror"
 
-# Labels the API server generates for a Job's selector; the worker generates its own.
-CONTROLLER_UID_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
+__all__ = ["BUILTIN_CONTROLLER_NAME", "CONTROLLER_UID_LABELS", "DEFAULT_CONTROLLER_NAME"]
 
 
 def derived_remote_name(name: str, origin: str) -> str:

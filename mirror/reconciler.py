@@ -1,7 +1,8 @@
-"""The level-triggered reconcile of one manager Job. It only orchestrates.
+"""The level-triggered reconcile of one manager object of one kind. It only orchestrates.
 
-Decisions live in pure modules (``remote_copy``, ``placement``, ``status``); this
-module reads the caches, calls them, and performs at most a few writes per pass. It
+Decisions live in pure modules (``decisions``, ``placement``, and the kind's own behind
+``kinds.MirroredKind``); this module reads the caches, calls them, and performs at most a
+few writes per pass. It
 is safe to kill at any line: placement is recorded on the manager Job (with a
 resourceVersion precondition) *before* the copy is created, so a restart finds the
 same worker and never creates a second copy elsewhere.
@@ -16,13 +17,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from jobapi.objects import annotations_of
 from kruntime.client import ApiError, ClusterClient
-from kruntime.events import EventRecorder
+from kruntime.events import ObjectEvents
 from kruntime.informer import Informer
 from kruntime.ownwrites import OwnWrites
-from kruntime.resources import JOBS, NAMESPACES, Obj, split_key
+from kruntime.resources import NAMESPACES, Obj
 from mirror import metrics
 from mirror.config import Config, MissingNamespace
+from mirror.decisions import Placement, Step, decide, decide_placed, placement_of, plan_copy, status_to_write
+from mirror.kinds import MirroredKind
 from mirror.naming import (
     ANNOTATION_CLUSTER,
     ANNOTATION_PIN,
@@ -32,8 +36,6 @@ from mirror.naming import (
     derived_remote_name,
 )
 from mirror.placement import NoWorker, PlacementPolicy, WorkerView
-from mirror.remote_copy import build_remote_copy, is_our_copy, spec_patch
-from mirror.status import desired_manager_status, is_finished, status_differs
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
@@ -55,48 +57,37 @@ class StatusRejected(Exception):
     expected = True
 
 
-@dataclass
-class Placement:
-    worker: str | None
-    remote_name: str
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
-def claims(job: Obj, cfg: Config) -> bool:
-    if job.get("spec", {}).get("managedBy") != cfg.controller_name:
-        return False
-    return not cfg.namespaces or job["metadata"].get("namespace") in cfg.namespaces
-
-
+@dataclass(eq=False)
 class Reconciler:
-    def __init__(
-        self,
-        cfg: Config,
-        manager: ClusterClient,
-        jobs: Informer,
-        workers: dict[str, WorkerCluster],
-        recorder: EventRecorder,
-        policy: PlacementPolicy,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self.cfg = cfg
-        self.manager = manager
-        self.jobs = jobs
-        self.workers = workers
-        self.recorder = recorder
-        self.policy = policy
-        self.now = now
+    """Reconciles the manager objects of one kind (``kind``), read from the ``jobs`` cache."""
+
+    cfg: Config
+    kind: MirroredKind
+    manager: ClusterClient
+    jobs: Informer
+    workers: dict[str, WorkerCluster]
+    recorder: ObjectEvents
+    policy: PlacementPolicy
+    now: Callable[[], datetime] = _utcnow
+
+    def __post_init__(self) -> None:
+        self.resource = self.kind.resource
         #: dispatches not yet visible in a worker's cache, so placement sees them at once
-        self._pending: dict[str, set[str]] = {name: set() for name in workers}
+        self._pending: dict[str, set[str]] = {name: set() for name in self.workers}
         #: manager Jobs as our own last write (or live read) returned them, until the cache catches up
         self._own = OwnWrites()
         #: manager uids whose create we sent to a worker (answered or not)
-        self._attempted: dict[str, set[str]] = {name: set() for name in workers}
+        self._attempted: dict[str, set[str]] = {name: set() for name in self.workers}
 
     # -- entry point ----------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> float | None:
         job = self._fresher(key, self.jobs.get(key))
-        if job is None or not claims(job, self.cfg):
+        if job is None or not self.kind.claims(job, self.cfg):
             return None
         with metrics.SYNC_LATENCY.time():
             try:
@@ -113,17 +104,18 @@ class Reconciler:
 
     async def _reconcile(self, job: Obj) -> float | None:
         uid = job["metadata"]["uid"]
-        placement = self._placement(job)
-        copies = {name: c for name, w in self.workers.items() if (c := w.copy_of(uid)) is not None}
+        placement = placement_of(job)
+        copies = {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, uid)) is not None}
         for name in copies:
             self._pending[name].discard(uid)
 
-        if job["metadata"].get("deletionTimestamp"):
+        step = decide(self.kind, job, placement, copies)
+        if step is Step.FINALIZE:
             return await self._finalize(job, copies)
-        if is_finished(job):
+        if step is Step.FINISH:
             return await self._finish(job, copies)
 
-        if any(name != placement.worker for name in copies):
+        if step is Step.CONFIRM_PLACEMENT:
             confirmed = await self._confirm_placement(job, copies)
             if confirmed is None:
                 return self.cfg.resync_period
@@ -133,18 +125,20 @@ class Reconciler:
             for name, c in copies.items():
                 if name != placement.worker:
                     await self._delete_remote(job, self.workers[name], c, "stale")
+            step = decide_placed(self.kind, job, placement)
 
-        if placement.worker is None:
-            if job.get("spec", {}).get("suspend"):
-                job = await self._ensure_finalizer(job)
-                await self._write_status(job, None)  # Suspended=True, by us; no copy yet
-                return self.cfg.resync_period
+        if step is Step.HOLD:
+            job = await self._ensure_finalizer(job)
+            await self._write_status(job, None)  # Suspended=True, by us; no copy yet
+            return self.cfg.resync_period
+        if step is Step.PLACE:
             # One write records both the finalizer and the placement.
             job, placement = await self._place(job, exclude=None)
             if placement.worker is None:
                 return self.cfg.resync_period
 
         job = await self._ensure_finalizer(job)  # a no-op unless someone removed it
+        assert placement.worker is not None
         worker = self.workers.get(placement.worker)
         if worker is None or not worker.healthy:
             return await self._handle_unhealthy(job, placement, worker)
@@ -154,17 +148,18 @@ class Reconciler:
             remote = await self._find_or_create(job, worker, placement)
             if remote is None:
                 return self.cfg.resync_period
-        if not is_our_copy(remote, origin=self.cfg.origin, manager_uid=job["metadata"]["uid"]):
+        plan = plan_copy(self.kind, job, remote, origin=self.cfg.origin)
+        if plan.collision:
             self._collision(job, worker, remote)
             return self.cfg.resync_period
 
-        patch = spec_patch(job, remote)
-        if patch is not None:
+        if plan.spec_patch is not None:
             remote = await self._remote_call(
-                worker, worker.client.patch(JOBS, remote["metadata"]["namespace"], remote["metadata"]["name"], patch)
+                worker, worker.client.patch(self.resource, remote["metadata"]["namespace"], remote["metadata"]["name"],
+                                            plan.spec_patch)
             )
         job = await self._write_status(job, remote)
-        if is_finished(job):
+        if self.kind.is_finished(job):
             # Finish in this pass: the status write's own watch event is not waited for
             # (status-only manager events are not enqueued, see controller.py).
             return await self._finish(job, copies | {worker.name: remote})
@@ -186,10 +181,6 @@ class Reconciler:
 
     # -- placement ------------------------------------------------------------------------
 
-    def _placement(self, job: Obj) -> Placement:
-        ann = job["metadata"].get("annotations") or {}
-        return Placement(ann.get(ANNOTATION_CLUSTER), ann.get(ANNOTATION_REMOTE_NAME) or job["metadata"]["name"])
-
     async def _confirm_placement(self, job: Obj, copies: dict[str, Obj]) -> tuple[Obj, Placement] | None:
         """Placement read from the server, before a copy is deleted for being off-placement.
 
@@ -202,14 +193,14 @@ class Reconciler:
         """
         md = job["metadata"]
         try:
-            fresh = self._remember(await self.manager.get(JOBS, md["namespace"], md["name"]))
+            fresh = self._remember(await self.manager.get(self.resource, md["namespace"], md["name"]))
         except ApiError as exc:
             if exc.not_found:
                 return None
             raise
         if fresh["metadata"].get("uid") != md["uid"]:
             return None
-        placement = self._placement(fresh)
+        placement = placement_of(fresh)
         if placement.worker is not None:
             return fresh, placement
         live = sorted(name for name in copies if self.workers[name].healthy)
@@ -229,7 +220,7 @@ class Reconciler:
         ]
 
     async def _place(self, job: Obj, exclude: str | None) -> tuple[Obj, Placement]:
-        pin = (job["metadata"].get("annotations") or {}).get(ANNOTATION_PIN)
+        pin = annotations_of(job).get(ANNOTATION_PIN)
         try:
             chosen = self.policy.choose(self.worker_views(exclude), pin)
         except NoWorker as exc:
@@ -258,7 +249,8 @@ class Reconciler:
         fins = md.get("finalizers") or []
         if FINALIZER not in fins:
             meta_patch["finalizers"] = [*fins, FINALIZER]
-        patched = self._remember(await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": meta_patch}))
+        patched = self._remember(
+            await self.manager.patch(self.resource, md["namespace"], md["name"], {"metadata": meta_patch}))
         return patched, Placement(worker, remote_name)
 
     def _never_sent(self, job: Obj, worker: WorkerCluster) -> bool:
@@ -268,8 +260,8 @@ class Reconciler:
         with the worker already down we cannot know, and wait for workerLostTimeout.
         """
         uid = job["metadata"]["uid"]
-        return (worker.informer.synced.is_set() and uid not in self._attempted[worker.name]
-                and worker.copy_of(uid) is None)
+        return (worker.synced(self.kind) and uid not in self._attempted[worker.name]
+                and worker.copy_of(self.kind, uid) is None)
 
     async def _handle_unhealthy(self, job: Obj, placement: Placement, worker: WorkerCluster | None) -> float:
         if worker is not None and self._never_sent(job, worker):
@@ -319,23 +311,23 @@ class Reconciler:
     async def _find_or_create(self, job: Obj, worker: WorkerCluster, placement: Placement) -> Obj | None:
         ns = job["metadata"]["namespace"]
         uid = job["metadata"]["uid"]
-        if uid in self._attempted[worker.name] or not worker.informer.synced.is_set():
+        if uid in self._attempted[worker.name] or not worker.synced(self.kind):
             # We may have created it a moment ago (the cache lags) or cannot trust the cache:
             # ask the server. Otherwise the synced cache is authoritative and we save a call.
             try:
-                return await self._remote_call(worker, worker.client.get(JOBS, ns, placement.remote_name))
+                return await self._remote_call(worker, worker.client.get(self.resource, ns, placement.remote_name))
             except ApiError as exc:
                 if not exc.not_found:
                     raise
-        if job.get("spec", {}).get("suspend"):
+        if self.kind.is_suspended(job):
             await self._write_status(job, None)
             return None
-        body = build_remote_copy(job, origin=self.cfg.origin, remote_name=placement.remote_name)
+        body = self.kind.build_copy(job, origin=self.cfg.origin, remote_name=placement.remote_name)
         try:
-            created = await self._create(worker, ns, body)
+            created = await self._create(job, worker, ns, body)
         except ApiError as exc:
             if exc.already_exists:
-                return await self._remote_call(worker, worker.client.get(JOBS, ns, placement.remote_name))
+                return await self._remote_call(worker, worker.client.get(self.resource, ns, placement.remote_name))
             raise
         if created is None:
             return None
@@ -344,21 +336,18 @@ class Reconciler:
         self.recorder.event(job, NORMAL, "Dispatched", f"created {ns}/{placement.remote_name} on worker {worker.name}")
         return created
 
-    async def _create(self, worker: WorkerCluster, ns: str, body: Obj) -> Obj | None:
+    async def _create(self, job: Obj, worker: WorkerCluster, ns: str, body: Obj) -> Obj | None:
         self._attempted[worker.name].add(body["metadata"]["labels"][LABEL_ORIGIN_UID])
         try:
-            return await self._remote_call(worker, worker.client.create(JOBS, ns, body))
+            return await self._remote_call(worker, worker.client.create(self.resource, ns, body))
         except ApiError as exc:
             missing_ns = exc.not_found and (exc.body.get("details") or {}).get("kind") == "namespaces"
             if not missing_ns:
                 raise
-        origin_job = body["metadata"]["annotations"]
         if self.cfg.missing_namespace == MissingNamespace.REPORT:
-            ns_job = self.jobs.get(origin_job.get("jobmirror.dev/origin-job", ""))
-            if ns_job is not None:
-                self.recorder.event(ns_job, WARNING, "NamespaceMissing",
-                                    f"namespace {ns} does not exist on worker {worker.name}; create it there "
-                                    "(missingNamespace: Report)")
+            self.recorder.event(job, WARNING, "NamespaceMissing",
+                                f"namespace {ns} does not exist on worker {worker.name}; create it there "
+                                "(missingNamespace: Report)")
             return None
         try:
             await self._remote_call(worker, worker.client.create(
@@ -366,14 +355,14 @@ class Reconciler:
         except ApiError as exc:
             if not exc.already_exists:
                 raise
-        return await self._remote_call(worker, worker.client.create(JOBS, ns, body))
+        return await self._remote_call(worker, worker.client.create(self.resource, ns, body))
 
     def _collision(self, job: Obj, worker: WorkerCluster, remote: Obj) -> None:
         md = remote["metadata"]
         self.recorder.event(
             job, WARNING, "NameCollision",
-            f"worker {worker.name} already has Job {md.get('namespace')}/{md['name']} that jobmirror did not "
-            f"create for this Job (labels {md.get('labels') or {}}); it is left untouched",
+            f"worker {worker.name} already has {self.kind.name} {md.get('namespace')}/{md['name']} that jobmirror "
+            f"did not create for this {self.kind.name} (labels {md.get('labels') or {}}); it is left untouched",
         )
 
     async def _delete_remote(self, job: Obj, worker: WorkerCluster, remote: Obj, reason: str) -> bool:
@@ -382,7 +371,7 @@ class Reconciler:
             return False
         md = remote["metadata"]
         try:
-            await self._remote_call(worker, worker.client.delete(JOBS, md["namespace"], md["name"],
+            await self._remote_call(worker, worker.client.delete(self.resource, md["namespace"], md["name"],
                                                                  propagation="Background", uid=md.get("uid")))
         except ApiError as exc:
             if exc.not_found:
@@ -405,7 +394,7 @@ class Reconciler:
         if FINALIZER in fins:
             return job
         md = job["metadata"]
-        return self._remember(await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
+        return self._remember(await self.manager.patch(self.resource, md["namespace"], md["name"], {"metadata": {
             "resourceVersion": md["resourceVersion"], "finalizers": [*fins, FINALIZER]}}))
 
     async def _drop_finalizer(self, job: Obj) -> None:
@@ -413,7 +402,7 @@ class Reconciler:
         if FINALIZER not in fins:
             return
         md = job["metadata"]
-        self._remember(await self.manager.patch(JOBS, md["namespace"], md["name"], {"metadata": {
+        self._remember(await self.manager.patch(self.resource, md["namespace"], md["name"], {"metadata": {
             "resourceVersion": md["resourceVersion"], "finalizers": [f for f in fins if f != FINALIZER]}}))
 
     async def _finish(self, job: Obj, copies: dict[str, Obj]) -> float | None:
@@ -433,9 +422,9 @@ class Reconciler:
         all_gone = True
         for name, c in copies.items():
             all_gone &= await self._delete_remote(job, self.workers[name], c, reason)
-        placement = self._placement(job)
+        placement = placement_of(job)
         pw = self.workers.get(placement.worker or "")
-        trusted = pw is not None and pw.informer.synced.is_set() and uid not in self._attempted[pw.name]
+        trusted = pw is not None and pw.synced(self.kind) and uid not in self._attempted[pw.name]
         if pw is not None and pw.name not in copies and not trusted:
             # We sent a create there that the cache has not shown yet (or the cache is not
             # synced): confirm with the server before letting go.
@@ -444,12 +433,12 @@ class Reconciler:
             else:
                 try:
                     remote = await self._remote_call(
-                        pw, pw.client.get(JOBS, job["metadata"]["namespace"], placement.remote_name))
+                        pw, pw.client.get(self.resource, job["metadata"]["namespace"], placement.remote_name))
                 except ApiError as exc:
                     if not exc.not_found:
                         raise
                 else:
-                    if is_our_copy(remote, origin=self.cfg.origin, manager_uid=uid):
+                    if self.kind.is_our_copy(remote, origin=self.cfg.origin, manager_uid=uid):
                         all_gone &= await self._delete_remote(job, pw, remote, reason)
         if not all_gone:
             return min(self.cfg.resync_period, 5.0)
@@ -460,14 +449,14 @@ class Reconciler:
 
     async def _write_status(self, job: Obj, remote: Obj | None) -> Obj:
         """The manager Job after the write (``job`` itself when nothing changed)."""
-        desired = desired_manager_status(job, remote, self.now())
-        if not status_differs(job.get("status") or {}, desired):
+        desired = status_to_write(self.kind, job, remote, self.now())
+        if desired is None:
             return job
         md = job["metadata"]
         body = {**job, "status": desired}
         try:
             written = self._remember(
-                await self.manager.replace(JOBS, md["namespace"], md["name"], body, subresource="status"))
+                await self.manager.replace(self.resource, md["namespace"], md["name"], body, subresource="status"))
         except ApiError as exc:
             if exc.conflict:
                 metrics.STATUS_WRITES.labels("conflict").inc()
@@ -484,9 +473,3 @@ class Reconciler:
         metrics.STATUS_WRITES.labels("ok").inc()
         return written
 
-
-def manager_key_for_remote(remote: Obj) -> str | None:
-    key = WorkerCluster.manager_key_of(remote)
-    if key and split_key(key)[0]:
-        return key
-    return None

@@ -38,11 +38,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from mirror import conditions as jc
-from mirror.intervals import format_indexes, parse_indexes
+from jobapi import conditions as jc
+from jobapi.intervals import Intervals
+from jobapi.times import format_time
+from jobapi.times import parse_time_seconds as parse_time
 
 Status = dict[str, Any]
 
@@ -65,51 +67,8 @@ STATUS_FIELDS = frozenset(
     }
 )
 
-REASON_COMPLETIONS_REACHED = "CompletionsReached"
-MESSAGE_COMPLETIONS_REACHED = "Reached expected number of succeeded pods"
-
 _SUCCESS = "success"
 _FAILURE = "failure"
-
-
-# --------------------------------------------------------------------------- public helpers
-
-
-def is_finished(job: dict[str, Any] | None) -> bool:
-    """Whether the Job is terminal by the API server's definition (Complete or Failed True), the
-    one its status rules and CronJob use; interim conditions do not count."""
-    conds = jc.conditions_of(_status(job))
-    return jc.is_true(conds, jc.COMPLETE) or jc.is_true(conds, jc.FAILED)
-
-
-def condition(job: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
-    """The Job's condition of ``ctype``, or None; tolerant of junk so callers on the hot path
-    (CLI, workers) need no defensive code of their own."""
-    return jc.find(jc.conditions_of(_status(job)), ctype)
-
-
-def format_time(moment: datetime) -> str:
-    """RFC3339 at second precision in UTC: how the API server stores ``metav1.Time``.
-
-    Emitting the stored form means a value we write compares equal to what we read back, so
-    the level-triggered loop does not rewrite the same status forever.
-    """
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: object) -> datetime | None:
-    """A ``metav1.Time`` string as an aware datetime truncated to seconds, or None if unusable."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).replace(microsecond=0)
 
 
 # --------------------------------------------------------------------------- translation
@@ -123,7 +82,7 @@ def desired_manager_status(manager: dict[str, Any], remote: dict[str, Any] | Non
     ours alone. ``now`` stamps the conditions this function adds itself.
     """
     current = _status(manager)
-    if _finished(jc.conditions_of(current)):
+    if jc.finished_in(jc.conditions_of(current)):
         return copy.deepcopy(current)
 
     spec = _dict(manager.get("spec"))
@@ -154,9 +113,10 @@ def desired_manager_status(manager: dict[str, Any], remote: dict[str, Any] | Non
 
     if not finishing:
         if suspended:
-            jc.ensure(conds, jc.SUSPENDED, "True", "JobSuspended", "Job suspended", now_s)
+            jc.set_keeping_transition(conds, jc.SUSPENDED, "True", jc.REASON_JOB_SUSPENDED, jc.MSG_JOB_SUSPENDED,
+                                      now_s)
         elif jc.is_true(conds, jc.SUSPENDED):
-            jc.ensure(conds, jc.SUSPENDED, "False", "JobResumed", "Job resumed", now_s)
+            jc.set_keeping_transition(conds, jc.SUSPENDED, "False", jc.REASON_JOB_RESUMED, jc.MSG_JOB_RESUMED, now_s)
     if conds:
         out["conditions"] = conds
 
@@ -221,21 +181,21 @@ class _Path:
 
 
 _PATHS = {
-    _SUCCESS: _Path(jc.SUCCESS_CRITERIA_MET, jc.COMPLETE, REASON_COMPLETIONS_REACHED, MESSAGE_COMPLETIONS_REACHED),
+    _SUCCESS: _Path(jc.SUCCESS_CRITERIA_MET, jc.COMPLETE, jc.REASON_COMPLETIONS_REACHED, jc.MSG_COMPLETIONS_REACHED),
     _FAILURE: _Path(jc.FAILURE_TARGET, jc.FAILED),
 }
 
 
 def _path_conditions(conds: list[jc.Condition], remote_conds: list[jc.Condition], finishing: bool, now: str,
                      path: _Path) -> None:
-    interim = _first_true(conds, path.interim)
+    interim = jc.first_true(conds, path.interim)
     if interim is None:
-        mirrored = _first_true(remote_conds, path.interim)
+        mirrored = jc.first_true(remote_conds, path.interim)
         if mirrored is not None:
             interim = _copied(mirrored, now)
         else:
             # Old worker: Complete/Failed directly (reason "" or its own), without the interim condition.
-            terminal = _first_true(remote_conds, path.terminal) or {}
+            terminal = jc.first_true(remote_conds, path.terminal) or {}
             interim = jc.new_condition(
                 path.interim,
                 "True",
@@ -245,7 +205,7 @@ def _path_conditions(conds: list[jc.Condition], remote_conds: list[jc.Condition]
             )
         _put(conds, interim)
     if finishing and not jc.is_true(conds, path.terminal):
-        _put(conds, _terminal(path.terminal, interim, _first_true(remote_conds, path.terminal), now))
+        _put(conds, _terminal(path.terminal, interim, jc.first_true(remote_conds, path.terminal), now))
 
 
 def _terminal(ctype: str, interim: jc.Condition, mirrored: jc.Condition | None, now: str) -> jc.Condition:
@@ -315,17 +275,6 @@ def _put(conds: list[jc.Condition], cond: jc.Condition) -> None:
     conds.append(cond)
 
 
-def _first_true(conds: list[jc.Condition], ctype: str) -> jc.Condition | None:
-    for c in conds:
-        if c.get("type") == ctype and c.get("status") == "True":
-            return c
-    return None
-
-
-def _finished(conds: list[jc.Condition]) -> bool:
-    return jc.is_true(conds, jc.COMPLETE) or jc.is_true(conds, jc.FAILED)
-
-
 # --------------------------------------------------------------------------- times
 
 
@@ -380,7 +329,7 @@ def _completion_time(
         if current.get("startTime") is None and start_at is not None and start_at > stray_at:
             start = str(stray)
         return start, str(stray)
-    remote_complete = _first_true(remote_conds, jc.COMPLETE) or {}
+    remote_complete = jc.first_true(remote_conds, jc.COMPLETE) or {}
     completion = (
         _norm_time((rstatus or {}).get("completionTime"))
         or _norm_time(remote_complete.get("lastTransitionTime"))
@@ -429,16 +378,18 @@ def _indexes(out: Status, spec: dict[str, Any], current: Status, rstatus: Status
     completions = spec.get("completions")
     limit = completions if isinstance(completions, int) and not isinstance(completions, bool) else None
     remote = rstatus or {}
-    done = parse_indexes(current.get("completedIndexes"), limit) | parse_indexes(remote.get("completedIndexes"), limit)
+    done = Intervals.parse_lenient(current.get("completedIndexes"), limit) | Intervals.parse_lenient(
+        remote.get("completedIndexes"), limit)
     if done:
-        out["completedIndexes"] = format_indexes(done)
+        out["completedIndexes"] = str(done)
     if spec.get("backoffLimitPerIndex") is None:
         return
-    failed = parse_indexes(current.get("failedIndexes"), limit) | parse_indexes(remote.get("failedIndexes"), limit)
+    failed = Intervals.parse_lenient(current.get("failedIndexes"), limit) | Intervals.parse_lenient(
+        remote.get("failedIndexes"), limit)
     # An index that succeeded anywhere is done; the API server rejects it in both sets.
     failed -= done
     if failed:
-        out["failedIndexes"] = format_indexes(failed)
+        out["failedIndexes"] = str(failed)
     elif isinstance(current.get("failedIndexes"), str) or isinstance(remote.get("failedIndexes"), str):
         out["failedIndexes"] = ""
 

@@ -1,7 +1,8 @@
-"""One object per worker cluster: its client, its watch on our copies, its health.
+"""One object per worker cluster: its client, its watches on our copies, its health.
 
-Health combines an active probe (``/readyz``, retried with tenacity backoff, every
-attempt logged and counted) with the state of the copy watch. A bounded number of
+Per mirrored kind it keeps one informer on the copies carrying our origin label, with an
+index by the manager object's uid. Health combines an active probe (``/readyz``, retried
+with tenacity backoff, every attempt logged and counted) with the state of the copy watches. A bounded number of
 in-flight calls per worker means a hung worker can tie up at most that many
 reconcile slots, never the whole controller.
 """
@@ -11,19 +12,52 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from jobapi.objects import labels_of
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer
-from kruntime.resources import JOBS, Obj
+from kruntime.resources import Obj, key_of
 from mirror import metrics
 from mirror.config import Worker
-from mirror.naming import ANNOTATION_ORIGIN_JOB, LABEL_ORIGIN, LABEL_ORIGIN_UID
-from mirror.status import is_finished
+from mirror.kinds import MirroredKind
+from mirror.naming import LABEL_ORIGIN, LABEL_ORIGIN_UID
 
 log = logging.getLogger(__name__)
+
+#: Informer index of copies by the uid of the manager object they came from.
+BY_ORIGIN_UID = "origin-uid"
+
+
+def _origin_uid(obj: Obj) -> Iterable[str]:
+    uid = labels_of(obj).get(LABEL_ORIGIN_UID)
+    return (uid,) if uid else ()
+
+
+class KindCopies:
+    """The copies of one kind in one worker: an informer, the uid index, the unfinished count."""
+
+    def __init__(self, kind: MirroredKind, client: ClusterClient, origin: str) -> None:
+        self.kind = kind
+        self.informer = Informer(client, kind.resource, label_selector=f"{LABEL_ORIGIN}={origin}")
+        self.informer.add_index(BY_ORIGIN_UID, _origin_uid)
+        #: keys of copies not finished yet, kept incrementally: placement asks for the count per Job
+        self.unfinished: set[str] = set()
+        self.informer.add_handler(self._count)
+
+    def _count(self, etype: str, old: Obj | None, new: Obj) -> None:
+        key = key_of(new)
+        if etype == "DELETED" or self.kind.is_finished(new):
+            self.unfinished.discard(key)
+        else:
+            self.unfinished.add(key)
+
+    def copy_of(self, manager_uid: str) -> Obj | None:
+        """The copy made for ``manager_uid`` (the most recently updated, should there be two)."""
+        found = self.informer.by_index(BY_ORIGIN_UID, manager_uid)
+        return found[-1] if found else None
 
 
 class WorkerCluster:
@@ -32,6 +66,7 @@ class WorkerCluster:
         cfg: Worker,
         client: ClusterClient,
         *,
+        kinds: Sequence[MirroredKind],
         origin: str,
         probe_interval: float = 5.0,
         max_in_flight: int = 8,
@@ -45,11 +80,7 @@ class WorkerCluster:
         self.clock = clock
         #: True when this worker is the manager cluster itself (KEP-4368 Story 1).
         self.is_manager = False
-        self.informer = Informer(client, JOBS, label_selector=f"{LABEL_ORIGIN}={origin}")
-        self._by_uid: dict[str, str] = {}
-        #: keys of copies not finished yet, kept incrementally: placement asks for the count per Job
-        self._unfinished: set[str] = set()
-        self.informer.add_handler(self._index)
+        self.kinds = {kind.name: KindCopies(kind, client, origin) for kind in kinds}
         self.probe_ok = False
         self.last_error: str | None = "not probed yet"
         self.unhealthy_since: float | None = clock()
@@ -59,44 +90,32 @@ class WorkerCluster:
 
     # -- cache views ------------------------------------------------------------------------
 
-    def _index(self, etype: str, old: Obj | None, new: Obj) -> None:
-        uid = (new.get("metadata", {}).get("labels") or {}).get(LABEL_ORIGIN_UID)
-        key = f"{new['metadata'].get('namespace')}/{new['metadata']['name']}"
-        if old is not None:
-            ouid = (old.get("metadata", {}).get("labels") or {}).get(LABEL_ORIGIN_UID)
-            if ouid and self._by_uid.get(ouid) == key and ouid != uid:
-                self._by_uid.pop(ouid, None)
-        if etype == "DELETED" or is_finished(new):
-            self._unfinished.discard(key)
-        else:
-            self._unfinished.add(key)
-        if not uid:
-            return
-        if etype == "DELETED":
-            if self._by_uid.get(uid) == key:
-                self._by_uid.pop(uid, None)
-        else:
-            self._by_uid[uid] = key
+    def informers(self) -> list[Informer]:
+        return [kc.informer for kc in self.kinds.values()]
 
-    def copy_of(self, manager_uid: str) -> Obj | None:
-        key = self._by_uid.get(manager_uid)
-        return self.informer.get(key) if key else None
+    def synced(self, kind: MirroredKind) -> bool:
+        """Whether the copy cache of ``kind`` has listed at least once (so a miss means none)."""
+        return self.kinds[kind.name].informer.synced.is_set()
 
-    def copies(self) -> list[Obj]:
-        return self.informer.items()
+    def copy_of(self, kind: MirroredKind, manager_uid: str) -> Obj | None:
+        return self.kinds[kind.name].copy_of(manager_uid)
+
+    def copies(self, kind: MirroredKind) -> list[Obj]:
+        return self.kinds[kind.name].informer.items()
 
     def unfinished(self) -> int:
-        return len(self._unfinished)
+        """Unfinished copies of every kind: the load placement compares."""
+        return sum(len(kc.unfinished) for kc in self.kinds.values())
 
-    @staticmethod
-    def manager_key_of(remote: Obj) -> str | None:
-        return (remote.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_ORIGIN_JOB)
+    def _watch_error(self) -> str | None:
+        """The first failing copy watch's error, None when all are healthy."""
+        return next((i.last_error for i in self.informers() if not i.healthy), None)
 
     # -- health -----------------------------------------------------------------------------
 
     @property
     def healthy(self) -> bool:
-        return self.probe_ok and self.informer.healthy and self.informer.synced.is_set()
+        return self.probe_ok and all(i.healthy and i.synced.is_set() for i in self.informers())
 
     def unhealthy_for(self) -> float:
         """Seconds this worker has been unhealthy (0 when healthy)."""
@@ -107,7 +126,7 @@ class WorkerCluster:
     def _set_health(self, ok: bool, error: str | None) -> None:
         was = self.healthy
         self.probe_ok = ok
-        self.last_error = error if not ok else (self.informer.last_error if not self.informer.healthy else None)
+        self.last_error = error if not ok else self._watch_error()
         now_healthy = self.healthy
         if now_healthy:
             self.unhealthy_since = None
@@ -157,7 +176,7 @@ class WorkerCluster:
             "healthy": self.healthy,
             "unhealthyFor": round(self.unhealthy_for(), 1),
             "lastError": self.last_error,
-            "copies": len(self.informer.cache),
+            "copies": sum(len(i.cache) for i in self.informers()),
             "unfinished": self.unfinished(),
             "isManager": self.is_manager,
         }

@@ -15,7 +15,7 @@ import pytest
 
 from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
-from kruntime.waiting import ensure_namespace, wait_for
+from testkit.waiting import ensure_namespace, wait_for
 
 CLUSTER_MARKERS = {"integration", "conformance", "e2e", "chaos"}
 

@@ -29,7 +29,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from mirror.status import desired_manager_status, format_time
+from jobapi.times import format_time
+from mirror.status import desired_manager_status
 
 STEP_SECONDS = 10
 CONTROLLER_NAME = "jobmirror.dev/controller"
@@ -419,7 +420,7 @@ class _Worker:
 
 
 def _fmt(indexes: set[int]) -> str:
-    # Deliberately independent of mirror.intervals: the worker writes upstream's format.
+    # Deliberately independent of jobapi.intervals: the worker writes upstream's format.
     out: list[str] = []
     ordered = sorted(indexes)
     i = 0

@@ -98,7 +98,7 @@ class MirrorEnv:
         pair[1].cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await pair[1]
-        await pair[0].shutdown()
+        await pair[0].stop()
 
     async def create(self, job: Obj, client: ClusterClient | None = None) -> Obj:
         return await (client or self.manager).create(JOBS, self.ns, job)

@@ -55,7 +55,7 @@ async def test_health_readiness_and_metrics(client_for: ClientFor, cluster: Clus
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            await ctrl.shutdown()
+            await ctrl.stop()
 
 
 async def test_two_replicas_one_leader_and_failover(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:

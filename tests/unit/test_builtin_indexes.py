@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from builtin_controller.indexes import Intervals, count
+from jobapi.intervals import Intervals, count
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from builtin_controller import api, pods
-from builtin_controller.indexes import Intervals
+from jobapi.intervals import Intervals
 
 
 def mkjob(name: str = "job", **spec: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from builtin_controller import failure_policy, success_policy
-from builtin_controller.indexes import Intervals
+from jobapi.intervals import Intervals
 
 
 def failed_pod(*codes: int, init_codes: tuple[int, ...] = (), conditions: tuple[tuple[str, str], ...] = (),

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from builtin_controller import api, status, tracking
-from builtin_controller.indexes import Intervals
+from jobapi.intervals import Intervals
 
 NOW = datetime(2026, 11, 23, 10, 0, 0, tzinfo=UTC)
 T = api.format_time(NOW)
@@ -135,7 +135,7 @@ FAILJOB_42 = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", 
 )
 def test_evaluate(job: dict[str, Any], pods: list[dict[str, Any]], want: tuple[str, str] | None) -> None:
     ctx = ctx_for(job, pods)
-    status.evaluate(ctx, NOW)
+    ctx.apply(status.evaluate(ctx, NOW))
     got = None if ctx.finished_condition is None else (ctx.finished_condition["type"],
                                                        ctx.finished_condition["reason"])
     assert got == want
@@ -143,9 +143,9 @@ def test_evaluate(job: dict[str, Any], pods: list[dict[str, Any]], want: tuple[s
 
 def test_evaluate_schedules_deadline_recheck() -> None:
     ctx = ctx_for(mkjob(activeDeadlineSeconds=100), [mkpod("a")])
-    assert status.evaluate(ctx, NOW) == pytest.approx(70)
+    assert status.evaluate(ctx, NOW).recheck == pytest.approx(70)
     ctx = ctx_for(mkjob(), [mkpod("a")])
-    assert status.evaluate(ctx, NOW) is None
+    assert status.evaluate(ctx, NOW).recheck is None
 
 
 def test_evaluate_indexed_bookkeeping() -> None:
@@ -153,7 +153,7 @@ def test_evaluate_indexed_bookkeeping() -> None:
                 st={"completedIndexes": "0", "failedIndexes": "3"})
     pods = [mkpod("a", "Succeeded", index=1), mkpod("b", "Failed", index=2, failures=1), mkpod("c", "Failed", index=2)]
     ctx = ctx_for(job, pods)
-    status.evaluate(ctx, NOW)
+    ctx.apply(status.evaluate(ctx, NOW))
     assert str(ctx.prev_succeeded_indexes) == "0"
     assert str(ctx.succeeded_indexes) == "0,1"
     assert ctx.succeeded == 2
@@ -208,7 +208,7 @@ def test_completions_reached(completions: int | None, succeeded: int, active: in
 
 def test_promote_and_enact_failure() -> None:
     ctx = ctx_for(mkjob(backoffLimit=0), [mkpod("a", "Failed")])
-    status.evaluate(ctx, NOW)
+    ctx.apply(status.evaluate(ctx, NOW))
     assert status.promote_interim(ctx, NOW)
     assert [c["type"] for c in ctx.job["status"]["conditions"]] == ["FailureTarget"]
     assert ctx.finished_condition is not None and ctx.finished_condition["type"] == "Failed"
@@ -236,7 +236,7 @@ def test_promote_and_enact_success() -> None:
     assert st["completionTime"] == T
     # an existing SuccessCriteriaMet is not appended twice
     ctx2 = ctx_for(mkjob([("SuccessCriteriaMet", "True", "SuccessPolicy")]), [])
-    status.evaluate(ctx2, NOW)
+    ctx2.apply(status.evaluate(ctx2, NOW))
     assert not status.promote_interim(ctx2, NOW)
     assert ctx2.finished_condition is not None and ctx2.finished_condition["type"] == "Complete"
 
@@ -246,7 +246,7 @@ def test_promote_and_enact_success() -> None:
 def plan_for(job: dict[str, Any], pods: list[dict[str, Any]], finished: dict[str, Any] | None = None,
              expected: frozenset[str] = frozenset()) -> tuple[tracking.TrackingPlan, dict[str, Any]]:
     ctx = ctx_for(job, pods, expected)
-    status.evaluate(ctx, NOW)
+    ctx.apply(status.evaluate(ctx, NOW))
     p = tracking.plan(job, sorted(pods, key=api.completion_index), expected_rm=expected,
                       prev_uncounted_succeeded=ctx.uncounted_succeeded, prev_uncounted_failed=ctx.uncounted_failed,
                       prev_succeeded_indexes=ctx.prev_succeeded_indexes,

@@ -13,7 +13,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mirror.status import desired_manager_status, is_finished, parse_time, status_differs
+from jobapi.conditions import is_finished
+from jobapi.times import parse_time_seconds
+from mirror.status import desired_manager_status, status_differs
 from tests.jobstatus_validation import validate_status_update
 from tests.status_sequences import (
     WorkerSequence,
@@ -72,7 +74,7 @@ def _check_step(job: dict[str, Any], step: WorkerStep, old: dict[str, Any], new:
         assert new.get("completionTime") == old["completionTime"]
     if new.get("completionTime") is not None:
         assert "Complete" in _true_types(new)
-        start, done = parse_time(new.get("startTime")), parse_time(new["completionTime"])
+        start, done = parse_time_seconds(new.get("startTime")), parse_time_seconds(new["completionTime"])
         assert start is not None and done is not None and done >= start
     assert new.get("ready", 0) <= new.get("active", 0)
     # Suspend bookkeeping is ours: it tracks the manager's spec while the Job runs.

@@ -12,15 +12,10 @@ from typing import Any
 
 import pytest
 
-from mirror.intervals import format_indexes, parse_indexes
-from mirror.status import (
-    condition,
-    desired_manager_status,
-    format_time,
-    is_finished,
-    parse_time,
-    status_differs,
-)
+from jobapi.conditions import condition, is_finished
+from jobapi.intervals import Intervals
+from jobapi.times import format_time, parse_time_seconds
+from mirror.status import desired_manager_status, status_differs
 from tests.jobstatus_validation import validate_status_update
 
 T0 = "2026-11-23T10:00:00Z"
@@ -598,8 +593,8 @@ def test_is_finished_and_condition_helpers() -> None:
 
 def test_time_helpers() -> None:
     assert format_time(datetime(2026, 11, 23, 10, 0, 0, 900000)) == T0
-    assert parse_time("nonsense") is None and parse_time(None) is None
-    assert parse_time("2026-11-23T10:00:00.9Z") == parse_time(T0)
+    assert parse_time_seconds("nonsense") is None and parse_time_seconds(None) is None
+    assert parse_time_seconds("2026-11-23T10:00:00.9Z") == parse_time_seconds(T0)
 
 
 @pytest.mark.parametrize(
@@ -613,7 +608,7 @@ def test_time_helpers() -> None:
     ],
 )
 def test_parse_indexes(text: str, limit: int | None, expected: set[int]) -> None:
-    assert parse_indexes(text, limit) == expected
+    assert set(Intervals.parse_lenient(text, limit).indexes()) == expected
 
 
 @pytest.mark.parametrize(
@@ -621,7 +616,7 @@ def test_parse_indexes(text: str, limit: int | None, expected: set[int]) -> None
     [(set(), ""), ({0}, "0"), ({0, 1}, "0,1"), ({0, 1, 2}, "0-2"), ({1, 3, 4, 5, 7, 8}, "1,3-5,7,8")],
 )
 def test_format_indexes(indexes: set[int], expected: str) -> None:
-    assert format_indexes(indexes) == expected
+    assert str(Intervals.of(indexes)) == expected
 
 
 # =========================================================================== the oracle itself

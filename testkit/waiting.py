@@ -1,4 +1,4 @@
-"""Small API helpers shared by the test tiers, the e2e suite, the demo and the benchmarks."""
+"""Polling and setup helpers over the API for the test tiers, the e2e suite and the benchmarks."""
 
 from __future__ import annotations
 

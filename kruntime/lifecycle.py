@@ -1,0 +1,68 @@
+"""What both controller commands share: logging flags and setup, signal handling.
+
+``jobmirror run`` and ``jobmirror-builtin`` take the same ``--log-level``/``--log-format``
+flags, log JSON lines unless stderr is a terminal, and stop on SIGTERM/SIGINT through
+:func:`run_until_signalled`; each controller decides only *how* it winds down (the mirror
+cancels, the builtin controller lets in-flight syncs finish within a grace period).
+Both controllers name their hooks alike: ``liveness()``/``readiness()`` for the health
+server and ``stop()`` to wind down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from kruntime.logging_setup import setup_logging
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def add_logging_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS)
+    parser.add_argument("--log-format", choices=["auto", "json", "text"], default="auto",
+                        help="auto: JSON lines unless stderr is a terminal")
+
+
+def setup_logging_from(args: argparse.Namespace) -> None:
+    setup_logging(args.log_level, args.log_format)
+
+
+async def run_until_signalled(
+    work: Coroutine[Any, Any, None] | asyncio.Future[None], on_signal: Callable[[asyncio.Task[None]], Awaitable[None]]
+) -> asyncio.Task[None] | None:
+    """Run ``work`` until it ends by itself or SIGTERM/SIGINT arrives.
+
+    On a signal, ``on_signal(task)`` winds the work down and None is returned; when the
+    work ended by itself, its (done) task is returned for the caller to judge.
+    """
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for sig in signals:
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    task: asyncio.Task[None] = asyncio.ensure_future(work)
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task
+        await on_signal(task)
+        return None
+    finally:
+        stopper.cancel()
+        for sig in signals:
+            with contextlib.suppress(NotImplementedError):
+                loop.remove_signal_handler(sig)
+
+
+async def cancel_and_wait(task: asyncio.Task[None]) -> None:
+    """The wind-down of work that cleans up in its own ``finally``: cancel it and let it finish."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

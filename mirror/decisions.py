@@ -1,0 +1,80 @@
+"""The reconciler's decisions, as pure functions of a kind, the manager object and its copies.
+
+``mirror.reconciler`` reads caches, asks these what to do, and performs the writes. Keeping
+the choices here (and the kind-specific parts behind :class:`mirror.kinds.MirroredKind`)
+makes the path testable without a cluster and for any kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from jobapi.objects import annotations_of
+from kruntime.resources import Obj
+from mirror.kinds import MirroredKind
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the manager object is recorded to run (``worker`` None: not placed yet)."""
+
+    worker: str | None
+    remote_name: str
+
+
+def placement_of(obj: Obj) -> Placement:
+    ann = annotations_of(obj)
+    return Placement(ann.get(ANNOTATION_CLUSTER), ann.get(ANNOTATION_REMOTE_NAME) or obj["metadata"]["name"])
+
+
+class Step(StrEnum):
+    """The first thing one reconcile pass does for a claimed manager object."""
+
+    FINALIZE = "finalize"  # being deleted: delete every copy, then release the finalizer
+    FINISH = "finish"  # finished: delete the copies (or keep them) and release the finalizer
+    CONFIRM_PLACEMENT = "confirm-placement"  # a copy exists off the recorded placement: re-read, then clean up
+    HOLD = "hold"  # not placed and suspended: no copy, only our own status bookkeeping
+    PLACE = "place"  # not placed: choose a worker and record it
+    SYNC = "sync"  # placed: create the copy if missing, propagate spec, mirror status
+
+
+def decide(kind: MirroredKind, obj: Obj, placement: Placement, copies_on: Iterable[str]) -> Step:
+    """What to do for ``obj`` given where it is placed and which workers hold a copy of it."""
+    if obj["metadata"].get("deletionTimestamp"):
+        return Step.FINALIZE
+    if kind.is_finished(obj):
+        return Step.FINISH
+    if any(name != placement.worker for name in copies_on):
+        return Step.CONFIRM_PLACEMENT
+    return decide_placed(kind, obj, placement)
+
+
+def decide_placed(kind: MirroredKind, obj: Obj, placement: Placement) -> Step:
+    """The rest of :func:`decide`, once the copies agree with the placement."""
+    if placement.worker is None:
+        return Step.HOLD if kind.is_suspended(obj) else Step.PLACE
+    return Step.SYNC
+
+
+@dataclass(frozen=True)
+class CopyPlan:
+    """What to do to a copy that exists on the placed worker."""
+
+    collision: bool = False  # not ours: leave it alone and say so
+    spec_patch: Obj | None = None  # merge patch for the copy's mutable spec
+
+
+def plan_copy(kind: MirroredKind, manager: Obj, remote: Obj, *, origin: str) -> CopyPlan:
+    if not kind.is_our_copy(remote, origin=origin, manager_uid=manager["metadata"]["uid"]):
+        return CopyPlan(collision=True)
+    return CopyPlan(spec_patch=kind.spec_patch(manager, remote))
+
+
+def status_to_write(kind: MirroredKind, manager: Obj, remote: Obj | None, now: datetime) -> Obj | None:
+    """The manager status to write, or None when the stored one already says it."""
+    desired = kind.desired_status(manager, remote, now)
+    return desired if kind.status_differs(manager.get("status") or {}, desired) else None

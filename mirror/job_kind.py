@@ -1,0 +1,58 @@
+"""``batch/v1`` Job as a :class:`mirror.kinds.MirroredKind`: the one kind mirrored today.
+
+It only binds the Job-specific pure modules (``remote_copy``, ``status``) and the shared
+vocabulary (``jobapi``) to the seam; nothing here talks to a cluster.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from jobapi import conditions as jc
+from kruntime.resources import JOBS, Obj, Resource
+from mirror import remote_copy, status
+from mirror.config import Config
+
+
+class JobKind:
+    resource: Resource = JOBS
+
+    @property
+    def name(self) -> str:
+        return self.resource.kind
+
+    def claims(self, obj: Obj, cfg: Config) -> bool:
+        if (obj.get("spec") or {}).get("managedBy") != cfg.controller_name:
+            return False
+        return not cfg.namespaces or obj["metadata"].get("namespace") in cfg.namespaces
+
+    def build_copy(self, manager: Obj, *, origin: str, remote_name: str) -> Obj:
+        return remote_copy.build_remote_copy(manager, origin=origin, remote_name=remote_name)
+
+    def spec_patch(self, manager: Obj, remote: Obj) -> Obj | None:
+        return remote_copy.spec_patch(manager, remote)
+
+    def desired_status(self, manager: Obj, remote: Obj | None, now: datetime) -> Obj:
+        return status.desired_manager_status(manager, remote, now)
+
+    def status_differs(self, current: Obj | None, desired: Obj | None) -> bool:
+        return status.status_differs(current, desired)
+
+    def is_finished(self, obj: Obj) -> bool:
+        return jc.is_finished(obj)
+
+    def is_suspended(self, obj: Obj) -> bool:
+        return bool((obj.get("spec") or {}).get("suspend"))
+
+    def is_our_copy(self, remote: Obj, *, origin: str, manager_uid: str) -> bool:
+        return remote_copy.is_our_copy(remote, origin=origin, manager_uid=manager_uid)
+
+    def state(self, obj: Obj) -> str | None:
+        conds = jc.job_conditions(obj)
+        for t in jc.TERMINAL_TYPES:
+            if jc.is_true(conds, t):
+                return t
+        return "Suspended" if self.is_suspended(obj) else None
+
+
+JOB_KIND = JobKind()

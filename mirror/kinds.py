@@ -1,0 +1,86 @@
+"""The kind seam: what the mirror needs to know about a kind of workload it mirrors.
+
+Shaped after Kueue MultiKueue's adapters: the reconciler, the worker caches, the GC, the
+controller wiring and the ``status`` command work on a :class:`MirroredKind` and never on a
+concrete kind. ``batch/v1`` Job (``mirror/job_kind.py``) is the one implementation today; a
+second kind is a new module implementing this protocol, listed in ``mirror.controller.KINDS``,
+plus its RBAC in ``deploy/``.
+
+Everything a kind contributes is a pure function over raw JSON; the reconciler's decisions
+(``mirror.decisions``) are pure too, so a kind can be tested without a cluster
+(``tests/unit/test_mirror_kinds.py`` drives them with a fake kind).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import NamedTuple, Protocol
+
+from jobapi.objects import annotations_of
+from kruntime.resources import Obj, Resource
+from mirror.config import Config
+from mirror.naming import origin_annotation
+
+
+class MirroredKind(Protocol):
+    """One kind of manager object mirrored into workers as a copy of the same kind."""
+
+    #: The API resource, in the manager and in every worker.
+    resource: Resource
+
+    @property
+    def name(self) -> str:
+        """The kind's name (``resource.kind``): part of queue keys and of the origin annotation."""
+        ...
+
+    def claims(self, obj: Obj, cfg: Config) -> bool:
+        """Whether this controller manages ``obj`` (``spec.managedBy`` and the namespace allow-list)."""
+        ...
+
+    def build_copy(self, manager: Obj, *, origin: str, remote_name: str) -> Obj:
+        """The object to create in a worker, carrying the origin labels and annotation."""
+        ...
+
+    def spec_patch(self, manager: Obj, remote: Obj) -> Obj | None:
+        """A merge patch bringing the copy's mutable spec in line with the manager's, or None."""
+        ...
+
+    def desired_status(self, manager: Obj, remote: Obj | None, now: datetime) -> Obj:
+        """The manager's status given its copy (None: no copy yet, or its worker is unreachable)."""
+        ...
+
+    def status_differs(self, current: Obj | None, desired: Obj | None) -> bool:
+        """Whether writing ``desired`` would change the stored ``current`` status."""
+        ...
+
+    def is_finished(self, obj: Obj) -> bool:
+        """Terminal: its copy is no longer needed (manager) / no longer counts as load (copy)."""
+        ...
+
+    def is_suspended(self, obj: Obj) -> bool:
+        """Held back by the user: a suspended object gets no copy until resumed."""
+        ...
+
+    def is_our_copy(self, remote: Obj, *, origin: str, manager_uid: str) -> bool:
+        """Whether ``remote`` is the copy this manager object made (else a name collision)."""
+        ...
+
+    def state(self, obj: Obj) -> str | None:
+        """A one-word terminal or held state for the ``status`` command (None: running/pending)."""
+        ...
+
+
+class QueueKey(NamedTuple):
+    """A work-queue key: a Job and another kind with the same name are different keys."""
+
+    kind: str
+    key: str  # namespace/name
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.key}"
+
+
+def manager_key_of(kind: MirroredKind, remote: Obj) -> str | None:
+    """The ``namespace/name`` of the manager object a copy of ``kind`` came from, if it says."""
+    key = annotations_of(remote).get(origin_annotation(kind.name))
+    return key if isinstance(key, str) and key else None

@@ -1,0 +1,184 @@
+"""The kind seam is real: a second, minimal kind drives the reconciler's pure decisions.
+
+``Widget`` (``example.dev/v1``) is a made-up kind with the smallest behaviour a mirrored
+kind needs. Nothing in ``mirror.decisions``, the worker caches or the queue keys knows it
+exists, yet all of them work for it, and a Widget never collides with a Job of the same name.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kruntime.resources import Obj, Resource
+from mirror.config import Config, Worker
+from mirror.decisions import CopyPlan, Placement, Step, decide, placement_of, plan_copy, status_to_write
+from mirror.job_kind import JOB_KIND
+from mirror.kinds import MirroredKind, QueueKey, manager_key_of
+from mirror.naming import ANNOTATION_CLUSTER, LABEL_ORIGIN, LABEL_ORIGIN_UID, origin_annotation
+from mirror.reconciler import Reconciler
+from mirror.workers import WorkerCluster
+
+NOW = datetime(2026, 11, 23, 10, tzinfo=UTC)
+ORIGIN = "mgr"
+CONTROLLER = "jobmirror.dev/controller"
+
+
+class WidgetKind:
+    """A Widget runs until ``status.phase`` is Done; ``spec.size`` follows the manager."""
+
+    resource = Resource("example.dev", "v1", "widgets", "Widget")
+
+    @property
+    def name(self) -> str:
+        return self.resource.kind
+
+    def claims(self, obj: Obj, cfg: Config) -> bool:
+        return (obj.get("spec") or {}).get("owner") == cfg.controller_name
+
+    def build_copy(self, manager: Obj, *, origin: str, remote_name: str) -> Obj:
+        md = manager["metadata"]
+        return {"apiVersion": "example.dev/v1", "kind": "Widget",
+                "metadata": {"name": remote_name, "namespace": md["namespace"],
+                             "labels": {LABEL_ORIGIN: origin, LABEL_ORIGIN_UID: md["uid"]},
+                             "annotations": {origin_annotation(self.name): f"{md['namespace']}/{md['name']}"}},
+                "spec": {"size": manager["spec"].get("size", 1)}}
+
+    def spec_patch(self, manager: Obj, remote: Obj) -> Obj | None:
+        size = manager["spec"].get("size", 1)
+        return None if remote["spec"].get("size") == size else {"spec": {"size": size}}
+
+    def desired_status(self, manager: Obj, remote: Obj | None, now: datetime) -> Obj:
+        if remote is None:
+            return copy.deepcopy(manager.get("status") or {})
+        return {"phase": (remote.get("status") or {}).get("phase", "Pending")}
+
+    def status_differs(self, current: Obj | None, desired: Obj | None) -> bool:
+        return (current or {}) != (desired or {})
+
+    def is_finished(self, obj: Obj) -> bool:
+        return (obj.get("status") or {}).get("phase") == "Done"
+
+    def is_suspended(self, obj: Obj) -> bool:
+        return bool(obj["spec"].get("paused"))
+
+    def is_our_copy(self, remote: Obj, *, origin: str, manager_uid: str) -> bool:
+        labels = remote["metadata"].get("labels") or {}
+        return labels.get(LABEL_ORIGIN) == origin and labels.get(LABEL_ORIGIN_UID) == manager_uid
+
+    def state(self, obj: Obj) -> str | None:
+        return "Done" if self.is_finished(obj) else None
+
+
+WIDGET: MirroredKind = WidgetKind()
+
+
+def widget(*, placed: str | None = None, size: int = 1, paused: bool = False, phase: str | None = None,
+           deleting: bool = False) -> Obj:
+    md: dict[str, Any] = {"name": "train", "namespace": "ns", "uid": "w-uid", "resourceVersion": "5"}
+    if placed:
+        md["annotations"] = {ANNOTATION_CLUSTER: placed}
+    if deleting:
+        md["deletionTimestamp"] = "2026-11-23T09:00:00Z"
+    obj: Obj = {"metadata": md, "spec": {"owner": CONTROLLER, "size": size, "paused": paused}}
+    if phase:
+        obj["status"] = {"phase": phase}
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("obj", "copies_on", "want"),
+    [
+        (widget(deleting=True, placed="w1"), ["w1"], Step.FINALIZE),
+        (widget(phase="Done", placed="w1"), ["w1"], Step.FINISH),
+        (widget(placed="w1"), ["w2"], Step.CONFIRM_PLACEMENT),
+        (widget(), ["w1"], Step.CONFIRM_PLACEMENT),  # a copy but no placement: adopt it, do not make another
+        (widget(paused=True), [], Step.HOLD),
+        (widget(), [], Step.PLACE),
+        (widget(placed="w1"), [], Step.SYNC),
+        (widget(placed="w1"), ["w1"], Step.SYNC),
+    ],
+    ids=["finalize", "finish", "stale-copy", "unplaced-copy", "hold", "place", "create", "sync"],
+)
+def test_decide_for_a_second_kind(obj: Obj, copies_on: list[str], want: Step) -> None:
+    assert decide(WIDGET, obj, placement_of(obj), copies_on) is want
+
+
+def test_copy_plan_and_status_for_a_second_kind() -> None:
+    manager = widget(placed="w1", size=3)
+    remote = WIDGET.build_copy(manager, origin=ORIGIN, remote_name="train")
+    remote["spec"]["size"] = 1
+    assert plan_copy(WIDGET, manager, remote, origin=ORIGIN) == CopyPlan(spec_patch={"spec": {"size": 3}})
+    remote["spec"]["size"] = 3
+    assert plan_copy(WIDGET, manager, remote, origin=ORIGIN) == CopyPlan()
+    assert plan_copy(WIDGET, manager, remote, origin="someone-else") == CopyPlan(collision=True)
+
+    remote["status"] = {"phase": "Done"}
+    desired = status_to_write(WIDGET, manager, remote, NOW)
+    assert desired == {"phase": "Done"}
+    assert WIDGET.is_finished({**manager, "status": desired})
+    assert status_to_write(WIDGET, {**manager, "status": desired}, remote, NOW) is None
+
+
+def test_the_job_kind_decides_the_same_way() -> None:
+    job: Obj = {"metadata": {"name": "train", "namespace": "ns", "uid": "j-uid"},
+                "spec": {"managedBy": CONTROLLER, "suspend": True}}
+    assert decide(JOB_KIND, job, placement_of(job), []) is Step.HOLD
+    job["spec"]["suspend"] = False
+    assert decide(JOB_KIND, job, placement_of(job), []) is Step.PLACE
+    assert decide(JOB_KIND, job, Placement("w1", "train"), []) is Step.SYNC
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    assert decide(JOB_KIND, job, Placement("w1", "train"), ["w1"]) is Step.FINISH
+
+
+def test_a_job_and_a_widget_of_the_same_name_never_collide() -> None:
+    job = {"metadata": {"name": "train", "namespace": "ns", "uid": "j-uid"}, "spec": {"managedBy": CONTROLLER}}
+    job_copy = JOB_KIND.build_copy(job, origin=ORIGIN, remote_name="train")
+    widget_copy = WIDGET.build_copy(widget(), origin=ORIGIN, remote_name="train")
+    assert manager_key_of(JOB_KIND, job_copy) == manager_key_of(WIDGET, widget_copy) == "ns/train"
+    assert manager_key_of(WIDGET, job_copy) is None and manager_key_of(JOB_KIND, widget_copy) is None
+    assert QueueKey(JOB_KIND.name, "ns/train") != QueueKey(WIDGET.name, "ns/train")
+    assert str(QueueKey(WIDGET.name, "ns/train")) == "Widget:ns/train"
+    assert origin_annotation("Job") == "jobmirror.dev/origin-job"
+
+
+class _ListOnly:
+    """Enough of a client for an informer's initial list (the cache under test is ours)."""
+
+    name = "w1"
+
+    def __init__(self, items: dict[str, list[Obj]]) -> None:
+        self.items = items
+
+    async def list_all(self, resource: Resource, namespace: str | None, **_: Any) -> tuple[list[Obj], str]:
+        return self.items.get(resource.plural, []), "1"
+
+
+async def test_worker_keeps_one_cache_and_uid_index_per_kind() -> None:
+    job_copy = JOB_KIND.build_copy({"metadata": {"name": "train", "namespace": "ns", "uid": "same-uid"}, "spec": {}},
+                                   origin=ORIGIN, remote_name="train")
+    widget_copy = WIDGET.build_copy({**widget(), "metadata": {**widget()["metadata"], "uid": "same-uid"}},
+                                    origin=ORIGIN, remote_name="train")
+    for i, obj in enumerate((job_copy, widget_copy)):
+        obj["metadata"]["resourceVersion"] = str(i + 1)
+    client = _ListOnly({"jobs": [job_copy], "widgets": [widget_copy]})
+    w = WorkerCluster(Worker(name="w1", kubeconfig=Path("/k")), client,  # type: ignore[arg-type]
+                      kinds=[JOB_KIND, WIDGET], origin=ORIGIN)
+    for informer in w.informers():
+        await informer._relist()
+        informer.synced.set()
+    assert w.copy_of(JOB_KIND, "same-uid") is job_copy
+    assert w.copy_of(WIDGET, "same-uid") is widget_copy
+    assert w.copies(WIDGET) == [widget_copy] and w.synced(WIDGET)
+    assert w.unfinished() == 2  # load counts every kind
+
+
+def test_a_reconciler_serves_the_kind_it_is_given() -> None:
+    cfg = Config.model_validate({"workers": [{"name": "w1", "kubeconfig": "/k"}]})
+    r = Reconciler(cfg, WIDGET, None, None, {}, None, None)  # type: ignore[arg-type]
+    assert r.resource is WIDGET.resource and r.kind is WIDGET
+    assert WIDGET.claims(widget(), cfg) and not JOB_KIND.claims(widget(), cfg)
