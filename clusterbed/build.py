@@ -11,12 +11,15 @@ decides feature-gate defaults such as JobManagedBy) and kwokctl's flag choice re
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -134,6 +137,21 @@ def _ldflags_kube(kube_version: str) -> str:
     return " ".join(flags)
 
 
+@contextlib.contextmanager
+def _exclusive(name: str) -> Iterator[None]:
+    """One builder per scratch module at a time, across processes: the kind tier's image build
+    runs beside the bed's bootstrap, and both may need the same Kubernetes binaries."""
+    lock_dir = versions.cache_root() / "build"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with (lock_dir / f"{name}.lock").open("w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _log(f"{name}: another process is building it; waiting for it")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def _bin_dir(component: str, version: str) -> Path:
     return versions.cache_root() / "bin" / f"{component}-{version}"
 
@@ -163,6 +181,13 @@ def _build_kube_commands(kube_version: str, component: str, commands: tuple[str,
     dest = _bin_dir(component, kube_version)
     if _have(dest, commands):
         return dest
+    with _exclusive(f"kubernetes-{kube_version}"):
+        if not _have(dest, commands):  # another process may have built it while we waited
+            _build_kube_commands_locked(kube_version, component, commands, dest)
+    return dest
+
+
+def _build_kube_commands_locked(kube_version: str, component: str, commands: tuple[str, ...], dest: Path) -> None:
     versions.cache_root().mkdir(parents=True, exist_ok=True)
     minor = kube_version.split(".", 1)[1]
     staging = _staging_modules(kube_version)
@@ -178,7 +203,6 @@ def _build_kube_commands(kube_version: str, component: str, commands: tuple[str,
     flags = ["-mod=mod", "-v", "-trimpath", "-ldflags", _ldflags_kube(kube_version)]
     _run_go(["build", *flags, "-o", "out/", *pkgs], work, label)
     _install(work, dest, commands)
-    return dest
 
 
 def build_kubernetes(kube_version: str) -> Path:
@@ -201,6 +225,14 @@ def build_go_tool(name: str, module: str, version: str, package: str, *, ldflags
     dest = _bin_dir(name, version)
     if _have(dest, (name,)):
         return dest / name
+    with _exclusive(f"{name}-{version}"):
+        if not _have(dest, (name,)):
+            _build_go_tool_locked(name, module, version, package, ldflags, source, dest)
+    return dest / name
+
+
+def _build_go_tool_locked(name: str, module: str, version: str, package: str, ldflags: str, source: Path | None,
+                          dest: Path) -> None:
     work = _scratch_module(f"{name}-{version}", {module: f"v{version}"} if source is None else {}, {})
     if source is not None:
         for f in source.glob("*.go"):
@@ -209,7 +241,6 @@ def build_go_tool(name: str, module: str, version: str, package: str, *, ldflags
     _run_go(["build", "-mod=mod", "-v", "-trimpath", "-ldflags", ldflags, "-o", f"out/{name}", package],
             work, f"{name} {version}")
     _install(work, dest, (name,))
-    return dest / name
 
 
 def build_etcd(etcd_version: str) -> Path:

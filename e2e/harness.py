@@ -448,7 +448,9 @@ async def bring_up_kind(keep: bool = False) -> E2EEnv:
         owned = False
         log(f"attached to the kind deployment in {attach} (left running afterwards)")
     else:
-        opts = kind_clusters.KindOptions(workers=int(os.environ.get("JOBMIRROR_E2E_KIND_WORKERS", "1")))
+        opts = kind_clusters.KindOptions(workers=int(os.environ.get("JOBMIRROR_E2E_KIND_WORKERS", "1")),
+                                         node_image=os.environ.get("JOBMIRROR_KIND_NODE_IMAGE") or None,
+                                         python_image=os.environ.get("JOBMIRROR_KIND_PYTHON_IMAGE") or None)
         dep = await asyncio.to_thread(kind_clusters.up, opts, fresh=True, stop_engine_on_failure=not keep)
         owned = True
     mgr_kc = Path(dep.manager_kubeconfig)

@@ -124,9 +124,11 @@ async def test_kind_pinned_jobs_and_kubectl_wait(controller: E2EEnv) -> None:
             async def pod_of_copy(cname: str = cname) -> list[Obj] | None:
                 selector = f"batch.kubernetes.io/job-name={cname}"
                 items, _ = await env.manager.list_all(POD_RES, ns, label_selector=selector)
-                return items or None
+                started = [p for p in items if (p.get("status") or {}).get("phase") in ("Running", "Succeeded")]
+                return started or None
 
-            pods = await wait_for(pod_of_copy, timeout=60, what=f"a pod of the Story-1 copy {cname}")
+            # Real pods of the derived-name copy, scheduled on the manager's node and started by its kubelet.
+            pods = await wait_for(pod_of_copy, timeout=60, what=f"a started pod of the Story-1 copy {cname}")
             assert pods[0]["spec"].get("nodeName"), pods[0]["spec"]
     proc = await asyncio.to_thread(env.kubectl, "wait", "-n", ns, "--for=condition=complete", "--timeout=150s",
                                    *[f"job/{n}" for n in names.values()], timeout=180)

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -30,8 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1, choices=(1, 2),
                    help="1: manager (also a worker, KEP-4368 Story 1) + worker-1; 2: manager + worker-1 + worker-2")
     p.add_argument("--image", default="jobmirror:e2e", help="controller image reference, with a tag")
-    p.add_argument("--node-image", help="use this kind node image (e.g. kindest/node:v1.35.0) instead of building one")
-    p.add_argument("--python-image", help="base for the controller image instead of the locally built Debian python3")
+    p.add_argument("--node-image", default=os.environ.get("JOBMIRROR_KIND_NODE_IMAGE") or None,
+                   help="use this kind node image (e.g. kindest/node:v1.35.0) instead of building one "
+                        "(env JOBMIRROR_KIND_NODE_IMAGE)")
+    p.add_argument("--python-image", default=os.environ.get("JOBMIRROR_KIND_PYTHON_IMAGE") or None,
+                   help="base for the controller image instead of the locally built Debian python3 "
+                        "(env JOBMIRROR_KIND_PYTHON_IMAGE, e.g. python:3.11-slim-bookworm)")
     p.add_argument("--workdir", type=Path,
                    help="kubeconfigs, overlay, deployment.json (default ~/.cache/jobmirror/kind)")
     sub = p.add_subparsers(dest="cmd", required=True)

@@ -391,7 +391,20 @@ def _layout_node_rootfs(r: Path, inp: NodeInputs, containerd_config: str) -> Non
     (r / "etc/machine-id").write_text("")
 
 
-def _component_images(inp: NodeInputs, sandbox_image: str) -> list[str]:
+def _kube_proxy_base() -> str:
+    """kube-proxy needs iptables, conntrack and ipset beside its binary: a small Debian base."""
+    ref = f"jobmirror.local/kube-proxy-base:{SUITE}-r{versions.KIND_IMAGE_RECIPE}"
+    if not image_exists(ref):
+        root = images_dir() / "work" / "rootfs-kproxy"
+        debootstrap(root, KPROXY_PACKAGES)
+        for d in ("usr/share/doc", "usr/share/man", "usr/share/locale"):
+            shutil.rmtree(root / d, ignore_errors=True)
+        docker_import(root, ref, [f"ENV {PATH_ENV}"])
+        shutil.rmtree(root, ignore_errors=True)
+    return ref
+
+
+def _component_images(inp: NodeInputs, sandbox_image: str, kproxy_base: str) -> list[str]:
     """The control-plane images kubeadm will ask for, built from our binaries; returns their refs."""
     names = kubeadm_image_names(inp.node_bin / "kubeadm", inp.kube_version)
     missing = {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "etcd", "pause",
@@ -401,14 +414,6 @@ def _component_images(inp: NodeInputs, sandbox_image: str) -> list[str]:
     coredns_tag = names["coredns"].rsplit(":", 1)[-1]
     if coredns_tag.lstrip("v") != versions.COREDNS_VERSION:
         _log(f"note: kubeadm asks for CoreDNS {coredns_tag}; the image holds {versions.COREDNS_VERSION}")
-    kproxy_base = f"jobmirror.local/kube-proxy-base:{SUITE}-r{versions.KIND_IMAGE_RECIPE}"
-    if not image_exists(kproxy_base):
-        root = images_dir() / "work" / "rootfs-kproxy"
-        debootstrap(root, KPROXY_PACKAGES)
-        for d in ("usr/share/doc", "usr/share/man", "usr/share/locale"):
-            shutil.rmtree(root / d, ignore_errors=True)
-        docker_import(root, kproxy_base, [f"ENV {PATH_ENV}"])
-        shutil.rmtree(root, ignore_errors=True)
     for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"):
         binary = (inp.node_bin if c == "kube-proxy" else inp.kube_bin) / c
         base = kproxy_base if c == "kube-proxy" else "scratch"
@@ -436,15 +441,18 @@ def node_image(kube_version: str = versions.KUBE_VERSION) -> str:
         return ref
     _need_root("the kind node image")
     t0 = time.monotonic()
-    _log(f"building {ref} (first run: Go builds, two debootstraps, preload; ~10 min on 2 cores)")
-    inp = build_node_inputs(kube_version)
-    _log(f"node inputs ready: {time.monotonic() - t0:.0f}s")
-    kind_files = inp.kind_src / "images" / "base" / "files"
-    config, sandbox = _containerd_config(kind_files)
-    refs = _component_images(inp, sandbox)
-    _log(f"control-plane images ready: {time.monotonic() - t0:.0f}s")
+    _log(f"building {ref} (first run: two debootstraps, Go builds, preload; ~10 min on 2 cores)")
+    # The downloads first: they overlap with the Go builds a concurrent bootstrap may be running.
+    kproxy_base = _kube_proxy_base()
     root = images_dir() / "work" / "rootfs-node"
     debootstrap(root, NODE_PACKAGES)
+    _log(f"rootfs ready: {time.monotonic() - t0:.0f}s")
+    inp = build_node_inputs(kube_version)
+    _log(f"node inputs (Go) ready: {time.monotonic() - t0:.0f}s")
+    kind_files = inp.kind_src / "images" / "base" / "files"
+    config, sandbox = _containerd_config(kind_files)
+    refs = _component_images(inp, sandbox, kproxy_base)
+    _log(f"control-plane images ready: {time.monotonic() - t0:.0f}s")
     _layout_node_rootfs(root, inp, config)
     tag = f"v{kube_version}-r{versions.KIND_IMAGE_RECIPE}"
     base = f"jobmirror.local/kind-node-base:{tag}"
@@ -482,7 +490,11 @@ def node_image(kube_version: str = versions.KUBE_VERSION) -> str:
 
 
 def ensure_images(controller_ref: str, *, node: str | None = None, python_image: str | None = None) -> Images:
-    """Node, controller and workload images; a given ``node`` image (e.g. kindest/node on a laptop) is used as is."""
+    """Node, controller and workload images; a given ``node`` image (e.g. kindest/node on a laptop) is used as is.
+
+    Download-heavy steps come first (Debian base, workload), Go builds later, so a concurrent
+    bootstrap's compilation overlaps with the network."""
+    base = python_image or python_base()
+    workload = workload_image()
     node_ref = node or node_image()
-    return Images(node=node_ref, controller=controller_image(controller_ref, python_image=python_image),
-                  workload=workload_image())
+    return Images(node=node_ref, controller=controller_image(controller_ref, python_image=base), workload=workload)

@@ -2,8 +2,12 @@
 # Install everything the tests and the demo need on a fresh machine:
 # a venv with the Python dependencies, then the cluster-bed binaries
 # (built from the Kubernetes/etcd/kwok Go modules, cached in ~/.cache/jobmirror).
+#
+#   scripts/bootstrap.sh [--python-only] [clusterbed.build args, e.g. --with-old]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+python_only=0
+if [ "${1:-}" = "--python-only" ]; then python_only=1; shift; fi
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "[bootstrap] creating .venv with $($PY --version)"
@@ -16,6 +20,7 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
+[ "$python_only" = 1 ] && exit 0
 if ! command -v go >/dev/null 2>&1; then
   echo "[bootstrap] error: the Go toolchain is required to build the local cluster bed (https://go.dev/dl/)" >&2
   exit 1
