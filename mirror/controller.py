@@ -17,8 +17,9 @@ from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeconfig
 from kruntime.events import EventRecorder, ObjectEvents
 from kruntime.httpserver import HealthServer
+from kruntime.identity import IdentityUnavailable, read_identity
 from kruntime.informer import Informer
-from kruntime.resources import LEASES, NAMESPACES, Obj, key_of, status_only_change
+from kruntime.resources import LEASES, Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc
 from mirror.config import Config
@@ -35,12 +36,13 @@ log = logging.getLogger(__name__)
 KINDS: tuple[MirroredKind, ...] = (JOB_KIND,)
 
 
-async def _cluster_identity(client: ClusterClient) -> str | None:
-    """The kube-system namespace UID: equal UIDs mean the same cluster (role sharing)."""
+async def _worker_identity(client: ClusterClient) -> str | None:
+    """A worker's identity, for manager-as-worker detection; an unreachable worker must not
+    hold up the start (one quick attempt)."""
     try:
-        ns = await client.get(NAMESPACES, None, "kube-system")
-        return str(ns["metadata"]["uid"])
-    except ApiError:
+        return await read_identity(client, attempts=1)
+    except IdentityUnavailable as exc:
+        log.warning("%s; it is not treated as the manager cluster", exc)
         return None
 
 
@@ -57,6 +59,10 @@ class MirrorController:
         self.recorder: EventRecorder | None = None
         self.leading = not cfg.leader_election.enabled
         self._identity = ""
+        #: the manager cluster's kube-system namespace UID (read in connect())
+        self.manager_cluster = ""
+        #: the origin label value of our copies (configured, or derived from manager_cluster)
+        self.origin = cfg.origin or ""
         self._led = False  # became leader at some point: a graceful stop hands the Lease back
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
@@ -70,17 +76,21 @@ class MirrorController:
                 else await load_incluster())
         self.manager = ClusterClient.from_configuration("manager", mcfg, qps=cfg.qps, burst=cfg.burst,
                                                         timeout=cfg.request_timeout, field_manager=FIELD_MANAGER)
+        # Retried (bounded, logged) and fatal when it fails: copies carry it, the default
+        # origin derives from it, and manager-as-worker detection compares it.
+        manager_id = self.manager_cluster = await read_identity(self.manager)
+        origin = self.origin = cfg.origin_for(manager_id)
+        log.info("manager cluster %s; origin %s", manager_id, origin)
         for wcfg in cfg.workers:
             client = await ClusterClient.from_kubeconfig(wcfg.name, wcfg.kubeconfig, context=wcfg.context,
                                                          qps=wcfg.qps, burst=wcfg.burst, timeout=cfg.request_timeout,
                                                          field_manager=FIELD_MANAGER)
             # Each worker may hold at most 3/4 of the reconcile slots: a hung one cannot stall the rest.
-            self.workers[wcfg.name] = WorkerCluster(wcfg, client, kinds=list(self.kinds.values()), origin=cfg.origin,
+            self.workers[wcfg.name] = WorkerCluster(wcfg, client, kinds=list(self.kinds.values()), origin=origin,
                                                     probe_interval=cfg.health_probe_interval,
                                                     max_in_flight=max(2, cfg.workers_concurrency * 3 // 4))
-        manager_id = await _cluster_identity(self.manager)
         for w in self.workers.values():
-            if manager_id and await _cluster_identity(w.client) == manager_id:
+            if await _worker_identity(w.client) == manager_id:
                 w.is_manager = True
                 log.info("worker %s is the manager cluster itself: copies get derived names", w.name)
         # Four event writers: two events per Job (Dispatched, RemoteDeleted) at dispatch rate.
@@ -93,7 +103,7 @@ class MirrorController:
             # Through client-go's spam filter, like the builtin controller's events.
             events = ObjectEvents(self.recorder, kind.resource)
             self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
-                                                     policy_for(cfg.placement.value))
+                                                     policy_for(cfg.placement.value), manager_cluster=manager_id)
 
     @property
     def jobs(self) -> Informer | None:
@@ -160,8 +170,8 @@ class MirrorController:
         for name, informer in self.informers.items():
             claimed = sum(1 for o in informer.items() if self.kinds[name].claims(o, self.cfg))
             log.info("caches synced; %d claimed %ss", claimed, name)
-        spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.cfg.origin, self.cfg.gc_interval,
-                         list(self.kinds.values())), "gc")
+        spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.origin, self.cfg.gc_interval,
+                         list(self.kinds.values()), self.manager_cluster), "gc")
         await self.queue.run_workers(self.cfg.workers_concurrency, self._reconcile)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:

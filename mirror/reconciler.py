@@ -72,10 +72,13 @@ class Reconciler:
     workers: dict[str, WorkerCluster]
     recorder: ObjectEvents
     policy: PlacementPolicy
+    #: the manager cluster's identity (kube-system namespace UID), stamped on every copy
+    manager_cluster: str = ""
     now: Callable[[], datetime] = _utcnow
 
     def __post_init__(self) -> None:
         self.resource = self.kind.resource
+        self.origin = self.cfg.origin_for(self.manager_cluster)
         #: dispatches not yet visible in a worker's cache, so placement sees them at once
         self._pending: dict[str, set[str]] = {name: set() for name in self.workers}
         #: manager Jobs as our own last write (or live read) returned them, until the cache catches up
@@ -148,7 +151,7 @@ class Reconciler:
             remote = await self._find_or_create(job, worker, placement)
             if remote is None:
                 return self.cfg.resync_period
-        plan = plan_copy(self.kind, job, remote, origin=self.cfg.origin)
+        plan = plan_copy(self.kind, job, remote, origin=self.origin)
         if plan.collision:
             self._collision(job, worker, remote)
             return self.cfg.resync_period
@@ -228,7 +231,7 @@ class Reconciler:
             return job, Placement(None, job["metadata"]["name"])
         assert chosen is not None
         name = job["metadata"]["name"]
-        remote_name = derived_remote_name(name, self.cfg.origin) if self.workers[chosen].is_manager else name
+        remote_name = derived_remote_name(name, self.origin) if self.workers[chosen].is_manager else name
         uid = job["metadata"]["uid"]
         # Count it against the worker now: concurrent passes placing a burst of Jobs must
         # see each other's choices, or they all pick the same least-loaded worker.
@@ -322,7 +325,8 @@ class Reconciler:
         if self.kind.is_suspended(job):
             await self._write_status(job, None)
             return None
-        body = self.kind.build_copy(job, origin=self.cfg.origin, remote_name=placement.remote_name)
+        body = self.kind.build_copy(job, origin=self.origin, origin_cluster=self.manager_cluster,
+                                    remote_name=placement.remote_name)
         try:
             created = await self._create(job, worker, ns, body)
         except ApiError as exc:
@@ -438,7 +442,7 @@ class Reconciler:
                     if not exc.not_found:
                         raise
                 else:
-                    if self.kind.is_our_copy(remote, origin=self.cfg.origin, manager_uid=uid):
+                    if self.kind.is_our_copy(remote, origin=self.origin, manager_uid=uid):
                         all_gone &= await self._delete_remote(job, pw, remote, reason)
         if not all_gone:
             return min(self.cfg.resync_period, 5.0)
