@@ -64,7 +64,7 @@ class LeaderElection(_Model):
     enabled: bool = False
     namespace: str = "jobmirror-system"
     lease_name: str = "jobmirror-controller"
-    # kubernetes_asyncio's election loop needs whole seconds of at least 1.
+    # Whole seconds of at least 1: leaseDurationSeconds is an integer on the Lease.
     lease_duration: Annotated[int, Field(ge=1)] = 15
     renew_deadline: Annotated[int, Field(ge=1)] = 10
     retry_period: Annotated[int, Field(ge=1)] = 2
