@@ -92,6 +92,9 @@ class ClusterClient:
         self.limiter = TokenBucket(qps, burst)
         self.timeout = timeout
         self.field_manager = field_manager
+        #: When set and false, writes are refused before they are sent (a leader that lost its
+        #: Lease must not write, even from a pass that started while it led).
+        self.write_gate: Callable[[], bool] | None = None
 
     @classmethod
     async def from_kubeconfig(
@@ -126,6 +129,11 @@ class ClusterClient:
 
     # -- raw HTTP ---------------------------------------------------------------------------
 
+    def _check_gate(self, verb: str, path: str) -> None:
+        if self.write_gate is not None and verb != "GET" and not self.write_gate():
+            raise ApiError(0, "NotLeading", f"{verb} {path}: refused, this replica does not hold the leader Lease",
+                           cluster=self.name)
+
     async def _send(
         self,
         method: str,
@@ -136,9 +144,11 @@ class ClusterClient:
         content_type: str = "application/json",
         timeout: float | aiohttp.ClientTimeout | None = None,
     ) -> aiohttp.ClientResponse:
-        await self.limiter.acquire()
-        headers = {"Accept": "application/json", "Content-Type": content_type}
         verb = method.upper()
+        self._check_gate(verb, path)
+        await self.limiter.acquire()
+        self._check_gate(verb, path)  # the limiter may have waited past the deadline
+        headers = {"Accept": "application/json", "Content-Type": content_type}
         if self.field_manager and verb in ("POST", "PUT", "PATCH"):
             query = {**(query or {}), "fieldManager": self.field_manager}
         q = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items() if v is not None]

@@ -19,7 +19,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from mirror.naming import BUILTIN_CONTROLLER_NAME, DEFAULT_CONTROLLER_NAME
+from mirror.naming import BUILTIN_CONTROLLER_NAME, DEFAULT_CONTROLLER_NAME, default_origin
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _yaml_data: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("yaml_data")
@@ -64,7 +64,7 @@ class LeaderElection(_Model):
     enabled: bool = False
     namespace: str = "jobmirror-system"
     lease_name: str = "jobmirror-controller"
-    # kubernetes_asyncio's election loop needs whole seconds of at least 1.
+    # Whole seconds of at least 1: leaseDurationSeconds is an integer on the Lease.
     lease_duration: Annotated[int, Field(ge=1)] = 15
     renew_deadline: Annotated[int, Field(ge=1)] = 10
     retry_period: Annotated[int, Field(ge=1)] = 2
@@ -134,7 +134,8 @@ class Config(BaseSettings):
     manager_context: str | None = None
     controller_name: str = DEFAULT_CONTROLLER_NAME
     #: Identifies this manager on remote copies so several managers can share a worker.
-    origin: str = "jobmirror"
+    #: Unset: ``jobmirror-<kube-system namespace UID of the manager>`` (see naming.default_origin).
+    origin: str | None = None
     namespaces: list[str] = Field(default_factory=list, description="allow-list; empty = all namespaces")
     resync_period: float = Field(30.0, gt=0)
     worker_lost_timeout: float = Field(900.0, gt=0)
@@ -161,7 +162,9 @@ class Config(BaseSettings):
 
     @field_validator("origin")
     @classmethod
-    def _origin_label(cls, v: str) -> str:
+    def _origin_label(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         if not re.match(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", v) or len(v) > 63:
             raise ValueError(f"{v!r} is not a valid label value")
         return v
@@ -189,6 +192,10 @@ class Config(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Environment beats the file; explicit keyword arguments beat both.
         return tuple(_ByAlias(settings_cls, s) for s in (init_settings, env_settings, _YamlSource(settings_cls)))
+
+    def origin_for(self, manager_cluster: str) -> str:
+        """The origin label value: the configured one, else derived from the manager's identity."""
+        return self.origin or default_origin(manager_cluster)
 
     def worker(self, name: str) -> Worker | None:
         return next((w for w in self.workers if w.name == name), None)

@@ -11,14 +11,13 @@ import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
-from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
-
-from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeconfig
+from kruntime.client import ClusterClient, load_incluster, load_kubeconfig
 from kruntime.events import EventRecorder, ObjectEvents
 from kruntime.httpserver import HealthServer
+from kruntime.identity import IdentityUnavailable, read_identity
 from kruntime.informer import Informer
-from kruntime.resources import LEASES, NAMESPACES, Obj, key_of, status_only_change
+from kruntime.leaderelect import LeaderElector, Timing
+from kruntime.resources import Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc
 from mirror.config import Config
@@ -35,12 +34,13 @@ log = logging.getLogger(__name__)
 KINDS: tuple[MirroredKind, ...] = (JOB_KIND,)
 
 
-async def _cluster_identity(client: ClusterClient) -> str | None:
-    """The kube-system namespace UID: equal UIDs mean the same cluster (role sharing)."""
+async def _worker_identity(client: ClusterClient) -> str | None:
+    """A worker's identity, for manager-as-worker detection; an unreachable worker must not
+    hold up the start (one quick attempt)."""
     try:
-        ns = await client.get(NAMESPACES, None, "kube-system")
-        return str(ns["metadata"]["uid"])
-    except ApiError:
+        return await read_identity(client, attempts=1)
+    except IdentityUnavailable as exc:
+        log.warning("%s; it is not treated as the manager cluster", exc)
         return None
 
 
@@ -57,7 +57,12 @@ class MirrorController:
         self.recorder: EventRecorder | None = None
         self.leading = not cfg.leader_election.enabled
         self._identity = ""
+        #: the manager cluster's kube-system namespace UID (read in connect())
+        self.manager_cluster = ""
+        #: the origin label value of our copies (configured, or derived from manager_cluster)
+        self.origin = cfg.origin or ""
         self._led = False  # became leader at some point: a graceful stop hands the Lease back
+        self._elector: LeaderElector | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self.health_server: HealthServer | None = None
@@ -70,17 +75,21 @@ class MirrorController:
                 else await load_incluster())
         self.manager = ClusterClient.from_configuration("manager", mcfg, qps=cfg.qps, burst=cfg.burst,
                                                         timeout=cfg.request_timeout, field_manager=FIELD_MANAGER)
+        # Retried (bounded, logged) and fatal when it fails: copies carry it, the default
+        # origin derives from it, and manager-as-worker detection compares it.
+        manager_id = self.manager_cluster = await read_identity(self.manager)
+        origin = self.origin = cfg.origin_for(manager_id)
+        log.info("manager cluster %s; origin %s", manager_id, origin)
         for wcfg in cfg.workers:
             client = await ClusterClient.from_kubeconfig(wcfg.name, wcfg.kubeconfig, context=wcfg.context,
                                                          qps=wcfg.qps, burst=wcfg.burst, timeout=cfg.request_timeout,
                                                          field_manager=FIELD_MANAGER)
             # Each worker may hold at most 3/4 of the reconcile slots: a hung one cannot stall the rest.
-            self.workers[wcfg.name] = WorkerCluster(wcfg, client, kinds=list(self.kinds.values()), origin=cfg.origin,
+            self.workers[wcfg.name] = WorkerCluster(wcfg, client, kinds=list(self.kinds.values()), origin=origin,
                                                     probe_interval=cfg.health_probe_interval,
                                                     max_in_flight=max(2, cfg.workers_concurrency * 3 // 4))
-        manager_id = await _cluster_identity(self.manager)
         for w in self.workers.values():
-            if manager_id and await _cluster_identity(w.client) == manager_id:
+            if await _worker_identity(w.client) == manager_id:
                 w.is_manager = True
                 log.info("worker %s is the manager cluster itself: copies get derived names", w.name)
         # Four event writers: two events per Job (Dispatched, RemoteDeleted) at dispatch rate.
@@ -93,7 +102,7 @@ class MirrorController:
             # Through client-go's spam filter, like the builtin controller's events.
             events = ObjectEvents(self.recorder, kind.resource)
             self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
-                                                     policy_for(cfg.placement.value))
+                                                     policy_for(cfg.placement.value), manager_cluster=manager_id)
 
     @property
     def jobs(self) -> Informer | None:
@@ -126,8 +135,15 @@ class MirrorController:
     def liveness(self) -> tuple[bool, str]:
         return (not self._stopping.is_set(), "ok")
 
+    @property
+    def is_leader(self) -> bool:
+        """Leading right now: the Lease's renew deadline has not passed (always, without election)."""
+        if not self.cfg.leader_election.enabled:
+            return True
+        return self._elector is not None and self._elector.is_leader()
+
     def readiness(self) -> tuple[bool, str]:
-        if self.cfg.leader_election.enabled and not self.leading:
+        if self.cfg.leader_election.enabled and not self.is_leader:
             return True, "standby (not the leader)"
         for name, informer in self.informers.items():
             if not informer.synced.is_set():
@@ -160,8 +176,8 @@ class MirrorController:
         for name, informer in self.informers.items():
             claimed = sum(1 for o in informer.items() if self.kinds[name].claims(o, self.cfg))
             log.info("caches synced; %d claimed %ss", claimed, name)
-        spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.cfg.origin, self.cfg.gc_interval,
-                         list(self.kinds.values())), "gc")
+        spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.origin, self.cfg.gc_interval,
+                         list(self.kinds.values()), self.manager_cluster), "gc")
         await self.queue.run_workers(self.cfg.workers_concurrency, self._reconcile)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
@@ -192,51 +208,37 @@ class MirrorController:
                 await server.stop()
 
     async def _run_with_leader_election(self) -> None:
+        """Lead while the Lease is held (kruntime.leaderelect: bounded Lease calls, a clock-based
+        deadline); every write of ours is gated on it. Losing it ends the run: the process
+        stops so that a fresh one can stand by."""
         assert self.manager is not None
         le = self.cfg.leader_election
-        identity = self._identity = f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-        lock = LeaseLock(le.lease_name, le.namespace, identity, self.manager.api)
-        lost = asyncio.Event()
+        self._identity = f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+        # Its own client: Lease calls never queue behind the controller's rate limiter.
+        lease_client = ClusterClient(f"{self.manager.name}-lease", self.manager.api, qps=10, burst=20,
+                                     timeout=min(self.cfg.request_timeout, le.renew_deadline / 2))
+        elector = self._elector = LeaderElector(
+            lease_client, le.namespace, le.lease_name, self._identity,
+            Timing(le.lease_duration, le.renew_deadline, le.retry_period, lease_client.timeout))
+        for client in (self.manager, *(w.client for w in self.workers.values())):
+            client.write_gate = elector.is_leader
 
-        async def started() -> None:
-            log.info("became leader (%s)", identity)
+        async def lead() -> None:
+            log.info("became leader (%s)", self._identity)
             self._led = True
             await self._run_controller()
 
-        async def stopped() -> None:
+        await elector.run(lead)
+        if elector.lost_at is not None:
+            self.leading = False
             log.warning("lost leadership; stopping so that a fresh process can take over")
-            lost.set()
-
-        config = electionconfig.Config(lock, le.lease_duration, le.renew_deadline, le.retry_period,
-                                       started, stopped)
-        election = asyncio.create_task(leaderelection.LeaderElection(config).run())
-        waiter = asyncio.create_task(lost.wait())
-        try:
-            await asyncio.wait({election, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        finally:  # also on cancellation (SIGTERM): no renewal may follow the release in stop()
-            for t in (election, waiter):
-                t.cancel()
-            await asyncio.gather(election, waiter, return_exceptions=True)
-        if election.done() and not election.cancelled() and election.exception() is not None:
-            raise RuntimeError(f"leader election failed: {election.exception()!r}") from election.exception()
 
     async def _release_lease(self) -> None:
         """Hand the Lease back once our work has stopped, so the standby leads after its next
         retryPeriod instead of waiting out leaseDuration (a rolling update, a deleted Pod).
         Only if we still hold it, with the read resourceVersion as precondition."""
-        assert self.manager is not None
-        le = self.cfg.leader_election
-        try:
-            lease = await self.manager.get(LEASES, le.namespace, le.lease_name)
-            spec = lease.get("spec") or {}
-            if spec.get("holderIdentity") != self._identity:
-                return
-            spec.pop("holderIdentity", None)
-            spec["leaseDurationSeconds"] = 1
-            await self.manager.replace(LEASES, le.namespace, le.lease_name, {**lease, "spec": spec})
-            log.info("released the leader Lease %s/%s", le.namespace, le.lease_name)
-        except (TimeoutError, ApiError, OSError) as exc:
-            log.warning("could not release the leader Lease (the standby takes over after leaseDuration): %s", exc)
+        if self._elector is not None:
+            await self._elector.release()
 
     async def stop(self) -> None:
         if self._stopping.is_set():

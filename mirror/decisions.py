@@ -78,3 +78,25 @@ def status_to_write(kind: MirroredKind, manager: Obj, remote: Obj | None, now: d
     """The manager status to write, or None when the stored one already says it."""
     desired = kind.desired_status(manager, remote, now)
     return desired if kind.status_differs(manager.get("status") or {}, desired) else None
+
+
+class CollisionAction(StrEnum):
+    """What to do when the placed worker already has an object of that name that is not our copy."""
+
+    REPLACE = "replace"  # choose another worker for this Job (the colliding one is excluded for it)
+    REPORT = "report"  # stay, leave the object alone, say so and look again with backoff
+
+
+def collision_action(*, pinned: bool, same_workload: bool) -> CollisionAction:
+    """Unpinned Jobs move on; a pinned Job may only run where it is pinned.
+
+    ``same_workload``: the object carries this manager Job's uid (our copy under another
+    origin value, e.g. after ``origin`` changed). It runs our workload already, so placing
+    the Job elsewhere would run it twice.
+    """
+    return CollisionAction.REPORT if pinned or same_workload else CollisionAction.REPLACE
+
+
+def collision_retry_delay(reports: int, *, base: float, cap: float = 300.0) -> float:
+    """Seconds until a reported collision is looked at again: doubling from ``base``, at most ``cap``."""
+    return float(min(cap, base * 2 ** max(0, reports - 1)))

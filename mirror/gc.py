@@ -4,6 +4,12 @@ Catches what event-driven cleanup cannot: a manager Job deleted while the contro
 was down, a copy left on a worker that was unreachable when its Job moved. A copy is
 deleted only after the manager is re-read from the server (a cache can lag a fresh
 placement by milliseconds), and only when its origin label is ours.
+
+Ownership must be proven, not assumed from the origin label alone (two installations
+may ship the same ``origin``): a copy whose manager Job exists with the copy's origin
+uid is ours by uid; a copy whose manager Job is gone is ours only if it carries our
+manager cluster's identity (``jobmirror.dev/origin-cluster``). Anything else is left
+alone and counted as unproven.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import Obj, split_key
 from mirror import metrics
 from mirror.kinds import MirroredKind, manager_key_of
-from mirror.naming import ANNOTATION_CLUSTER, LABEL_ORIGIN, LABEL_ORIGIN_UID
+from mirror.naming import ANNOTATION_CLUSTER, LABEL_ORIGIN, LABEL_ORIGIN_CLUSTER, LABEL_ORIGIN_UID
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
@@ -28,25 +34,32 @@ class Verdict(StrEnum):
     KEEP = "keep"
     ORPHAN = "orphan"  # the manager Job no longer exists (or is a different Job now)
     STALE = "stale"  # the manager Job is placed on another worker
+    UNPROVEN = "unproven"  # our origin label, but no proof it is this manager's copy: kept
 
 
-def judge(remote: Obj, manager: Obj | None, *, origin: str, worker: str) -> Verdict:
-    """Pure decision for one remote copy, given the manager Job as freshly read (or None)."""
+def judge(remote: Obj, manager: Obj | None, *, origin: str, manager_cluster: str, worker: str) -> Verdict:
+    """Pure decision for one remote copy, given the manager Job as freshly read (or None).
+
+    ``manager_cluster`` is our manager's identity; a copy without it (another manager
+    sharing the origin, or a copy made before the label existed) is never an orphan.
+    """
     labels = labels_of(remote)
     if labels.get(LABEL_ORIGIN) != origin:
         return Verdict.KEEP  # never ours to judge
-    if manager is None or manager["metadata"].get("uid") != labels.get(LABEL_ORIGIN_UID):
-        return Verdict.ORPHAN
-    placed = annotations_of(manager).get(ANNOTATION_CLUSTER)
-    if placed is not None and placed != worker:
-        return Verdict.STALE
-    return Verdict.KEEP
+    origin_uid = labels.get(LABEL_ORIGIN_UID)
+    if manager is not None and origin_uid and manager["metadata"].get("uid") == origin_uid:
+        placed = annotations_of(manager).get(ANNOTATION_CLUSTER)
+        return Verdict.STALE if placed is not None and placed != worker else Verdict.KEEP
+    if not manager_cluster or labels.get(LABEL_ORIGIN_CLUSTER) != manager_cluster:
+        return Verdict.UNPROVEN
+    return Verdict.ORPHAN
 
 
 async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], origin: str,
-                       kind: MirroredKind) -> int:
+                       kind: MirroredKind, manager_cluster: str) -> int:
     deleted = 0
     for w in workers:
+        unproven = 0
         if not w.healthy:
             continue  # retried next round; an unreachable worker never blocks the others
         for remote in w.copies(kind):
@@ -60,8 +73,10 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
                     if not exc.not_found:
                         log.warning("gc: reading manager %s %s failed: %s", kind.name, key, exc)
                         continue
-            verdict = judge(remote, fresh, origin=origin, worker=w.name)
-            if verdict is Verdict.KEEP:
+            verdict = judge(remote, fresh, origin=origin, manager_cluster=manager_cluster, worker=w.name)
+            if verdict is Verdict.UNPROVEN:
+                unproven += 1
+            if verdict in (Verdict.KEEP, Verdict.UNPROVEN):
                 continue
             md = remote["metadata"]
             try:
@@ -75,15 +90,20 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
             deleted += 1
             metrics.GC_DELETIONS.labels(w.name, verdict.value).inc()
             log.info("gc: deleted %s copy %s/%s on %s", verdict.value, md["namespace"], md["name"], w.name)
+        metrics.GC_UNPROVEN.labels(w.name).set(unproven)
+        if unproven:
+            log.info("gc: kept %d %s copies on %s with origin %s whose manager object is gone here and that do "
+                     "not carry this manager's %s=%s (another installation's, or made by an older version)",
+                     unproven, kind.name, w.name, origin, LABEL_ORIGIN_CLUSTER, manager_cluster)
     return deleted
 
 
 async def gc_loop(manager: ClusterClient, workers: list[WorkerCluster], origin: str, interval: float,
-                  kinds: Sequence[MirroredKind]) -> None:
+                  kinds: Sequence[MirroredKind], manager_cluster: str) -> None:
     while True:
         await asyncio.sleep(interval)
         try:
             for kind in kinds:
-                await collect_once(manager, workers, origin, kind)
+                await collect_once(manager, workers, origin, kind, manager_cluster)
         except Exception:
             log.exception("gc round failed; next round in %.0fs", interval)

@@ -26,8 +26,9 @@ class JobKind:
             return False
         return not cfg.namespaces or obj["metadata"].get("namespace") in cfg.namespaces
 
-    def build_copy(self, manager: Obj, *, origin: str, remote_name: str) -> Obj:
-        return remote_copy.build_remote_copy(manager, origin=origin, remote_name=remote_name)
+    def build_copy(self, manager: Obj, *, origin: str, origin_cluster: str, remote_name: str) -> Obj:
+        return remote_copy.build_remote_copy(manager, origin=origin, origin_cluster=origin_cluster,
+                                             remote_name=remote_name)
 
     def spec_patch(self, manager: Obj, remote: Obj) -> Obj | None:
         return remote_copy.spec_patch(manager, remote)

@@ -37,8 +37,9 @@ class MirroredKind(Protocol):
         """Whether this controller manages ``obj`` (``spec.managedBy`` and the namespace allow-list)."""
         ...
 
-    def build_copy(self, manager: Obj, *, origin: str, remote_name: str) -> Obj:
-        """The object to create in a worker, carrying the origin labels and annotation."""
+    def build_copy(self, manager: Obj, *, origin: str, origin_cluster: str, remote_name: str) -> Obj:
+        """The object to create in a worker, carrying the origin labels (``LABEL_ORIGIN``,
+        ``LABEL_ORIGIN_UID``, ``LABEL_ORIGIN_CLUSTER`` = ``origin_cluster``) and annotation."""
         ...
 
     def spec_patch(self, manager: Obj, remote: Obj) -> Obj | None:

@@ -17,3 +17,7 @@ REDISPATCHES = Counter("jobmirror_redispatches_total", "Jobs moved off a lost wo
 GC_DELETIONS = Counter("jobmirror_gc_deletions_total", "Orphaned or stale remote copies deleted", ["worker", "reason"])
 REMOTE_DELETES = Counter("jobmirror_remote_deletes_total", "Remote copies deleted", ["worker", "reason"])
 HEALTH_PROBE_FAILURES = Counter("jobmirror_worker_probe_failures_total", "Failed worker health probes", ["worker"])
+GC_UNPROVEN = Gauge("jobmirror_gc_unproven_copies", "Copies with our origin label kept by the last GC round because "
+                    "nothing proves this manager made them", ["worker"])
+NAME_COLLISIONS = Counter("jobmirror_name_collisions_total", "Placed workers holding a same-named object that is "
+                          "not our copy", ["worker"])

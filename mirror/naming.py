@@ -12,6 +12,9 @@ BUILTIN_CONTROLLER_NAME = BUILTIN_JOB_CONTROLLER
 # On the remote copy.
 LABEL_ORIGIN = "jobmirror.dev/origin"
 LABEL_ORIGIN_UID = "jobmirror.dev/origin-uid"
+#: The manager cluster's identity (its kube-system namespace UID): lets GC prove a copy is
+#: ours even when two installations share an ``origin`` value.
+LABEL_ORIGIN_CLUSTER = "jobmirror.dev/origin-cluster"
 
 def origin_annotation(kind: str) -> str:
     """The annotation on a copy naming its manager object (``<ns>/<name>``); one per kind, so
@@ -30,6 +33,12 @@ FINALIZER = "jobmirror.dev/cleanup"
 FIELD_MANAGER = "jobmirror"
 
 __all__ = ["BUILTIN_CONTROLLER_NAME", "CONTROLLER_UID_LABELS", "DEFAULT_CONTROLLER_NAME"]
+
+
+def default_origin(manager_cluster: str) -> str:
+    """The origin used when none is configured: unique per manager cluster, so two
+    installations on different manager clusters never share one by accident."""
+    return f"jobmirror-{manager_cluster}"[:63].rstrip("-.")
 
 
 def derived_remote_name(name: str, origin: str) -> str:

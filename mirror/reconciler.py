@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from jobapi.objects import annotations_of
+from jobapi.objects import annotations_of, labels_of
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import ObjectEvents
 from kruntime.informer import Informer
@@ -25,13 +25,25 @@ from kruntime.ownwrites import OwnWrites
 from kruntime.resources import NAMESPACES, Obj
 from mirror import metrics
 from mirror.config import Config, MissingNamespace
-from mirror.decisions import Placement, Step, decide, decide_placed, placement_of, plan_copy, status_to_write
+from mirror.decisions import (
+    CollisionAction,
+    Placement,
+    Step,
+    collision_action,
+    collision_retry_delay,
+    decide,
+    decide_placed,
+    placement_of,
+    plan_copy,
+    status_to_write,
+)
 from mirror.kinds import MirroredKind
 from mirror.naming import (
     ANNOTATION_CLUSTER,
     ANNOTATION_PIN,
     ANNOTATION_REMOTE_NAME,
     FINALIZER,
+    LABEL_ORIGIN,
     LABEL_ORIGIN_UID,
     derived_remote_name,
 )
@@ -72,16 +84,23 @@ class Reconciler:
     workers: dict[str, WorkerCluster]
     recorder: ObjectEvents
     policy: PlacementPolicy
+    #: the manager cluster's identity (kube-system namespace UID), stamped on every copy
+    manager_cluster: str = ""
     now: Callable[[], datetime] = _utcnow
 
     def __post_init__(self) -> None:
         self.resource = self.kind.resource
+        self.origin = self.cfg.origin_for(self.manager_cluster)
         #: dispatches not yet visible in a worker's cache, so placement sees them at once
         self._pending: dict[str, set[str]] = {name: set() for name in self.workers}
         #: manager Jobs as our own last write (or live read) returned them, until the cache catches up
         self._own = OwnWrites()
         #: manager uids whose create we sent to a worker (answered or not)
         self._attempted: dict[str, set[str]] = {name: set() for name in self.workers}
+        #: per manager uid, the workers whose same-named object is not our copy: not placed there again
+        self._collided: dict[str, set[str]] = {}
+        #: per manager uid, how often a collision was reported (the retry backoff)
+        self._collision_reports: dict[str, int] = {}
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -133,7 +152,7 @@ class Reconciler:
             return self.cfg.resync_period
         if step is Step.PLACE:
             # One write records both the finalizer and the placement.
-            job, placement = await self._place(job, exclude=None)
+            job, placement = await self._place(job)
             if placement.worker is None:
                 return self.cfg.resync_period
 
@@ -148,10 +167,9 @@ class Reconciler:
             remote = await self._find_or_create(job, worker, placement)
             if remote is None:
                 return self.cfg.resync_period
-        plan = plan_copy(self.kind, job, remote, origin=self.cfg.origin)
+        plan = plan_copy(self.kind, job, remote, origin=self.origin)
         if plan.collision:
-            self._collision(job, worker, remote)
-            return self.cfg.resync_period
+            return await self._collision(job, worker, remote)
 
         if plan.spec_patch is not None:
             remote = await self._remote_call(
@@ -212,23 +230,32 @@ class Reconciler:
                  md["namespace"], md["name"])
         return await self._record_placement(fresh, adopted, remote_name)
 
-    def worker_views(self, exclude: str | None = None) -> list[WorkerView]:
+    def worker_views(self, exclude: Collection[str] = ()) -> list[WorkerView]:
         return [
-            WorkerView(w.name, w.healthy and w.name != exclude, w.unfinished() + len(self._pending[w.name]),
+            WorkerView(w.name, w.healthy and w.name not in exclude, w.unfinished() + len(self._pending[w.name]),
                        w.cfg.labels)
             for w in self.workers.values()
         ]
 
-    async def _place(self, job: Obj, exclude: str | None) -> tuple[Obj, Placement]:
-        pin = annotations_of(job).get(ANNOTATION_PIN)
+    def _choose(self, job: Obj, exclude: Collection[str]) -> str:
+        """The policy's worker for ``job``, never one that already refused its name (raises NoWorker)."""
+        excluded = {*exclude, *self._collided.get(job["metadata"]["uid"], ())}
+        chosen = self.policy.choose(self.worker_views(excluded), annotations_of(job).get(ANNOTATION_PIN))
+        if chosen is None:
+            raise NoWorker("the placement policy chose none")
+        return chosen
+
+    async def _place(self, job: Obj, exclude: Collection[str] = ()) -> tuple[Obj, Placement]:
         try:
-            chosen = self.policy.choose(self.worker_views(exclude), pin)
+            chosen = self._choose(job, exclude)
         except NoWorker as exc:
             self.recorder.event(job, WARNING, "NoWorker", f"cannot dispatch: {exc}")
             return job, Placement(None, job["metadata"]["name"])
-        assert chosen is not None
+        return await self._place_on(job, chosen)
+
+    async def _place_on(self, job: Obj, chosen: str) -> tuple[Obj, Placement]:
         name = job["metadata"]["name"]
-        remote_name = derived_remote_name(name, self.cfg.origin) if self.workers[chosen].is_manager else name
+        remote_name = derived_remote_name(name, self.origin) if self.workers[chosen].is_manager else name
         uid = job["metadata"]["uid"]
         # Count it against the worker now: concurrent passes placing a burst of Jobs must
         # see each other's choices, or they all pick the same least-loaded worker.
@@ -267,7 +294,7 @@ class Reconciler:
         if worker is not None and self._never_sent(job, worker):
             # Placed a moment before the worker went away: nothing runs there, move on now.
             old = worker.name
-            job, new = await self._place(job, exclude=old)
+            job, new = await self._place(job, exclude={old})
             if new.worker is None:
                 return self.cfg.resync_period
             self.recorder.event(job, NORMAL, "Redispatched", f"worker {old} became unreachable before the "
@@ -322,7 +349,8 @@ class Reconciler:
         if self.kind.is_suspended(job):
             await self._write_status(job, None)
             return None
-        body = self.kind.build_copy(job, origin=self.cfg.origin, remote_name=placement.remote_name)
+        body = self.kind.build_copy(job, origin=self.origin, origin_cluster=self.manager_cluster,
+                                    remote_name=placement.remote_name)
         try:
             created = await self._create(job, worker, ns, body)
         except ApiError as exc:
@@ -357,13 +385,42 @@ class Reconciler:
                 raise
         return await self._remote_call(worker, worker.client.create(self.resource, ns, body))
 
-    def _collision(self, job: Obj, worker: WorkerCluster, remote: Obj) -> None:
+    async def _collision(self, job: Obj, worker: WorkerCluster, remote: Obj) -> float:
+        """The placed worker has an object of the copy's name that is not our copy: never touch it.
+
+        An unpinned Job is placed on another worker (that worker stays excluded for this Job);
+        a pinned one, or one no other worker can take, is reported with doubling backoff.
+        """
+        uid = job["metadata"]["uid"]
         md = remote["metadata"]
-        self.recorder.event(
-            job, WARNING, "NameCollision",
-            f"worker {worker.name} already has {self.kind.name} {md.get('namespace')}/{md['name']} that jobmirror "
-            f"did not create for this {self.kind.name} (labels {md.get('labels') or {}}); it is left untouched",
-        )
+        self._pending[worker.name].discard(uid)  # nothing of ours runs there: not load
+        metrics.NAME_COLLISIONS.labels(worker.name).inc()
+        what = (f"worker {worker.name} already has {self.kind.name} {md.get('namespace')}/{md['name']} that jobmirror "
+                f"did not create for this {self.kind.name} (origin {labels_of(remote).get(LABEL_ORIGIN)!r}); "
+                "it is left untouched")
+        pinned = ANNOTATION_PIN in annotations_of(job)
+        action = collision_action(pinned=pinned, same_workload=labels_of(remote).get(LABEL_ORIGIN_UID) == uid)
+        if action is CollisionAction.REPLACE:
+            self._collided.setdefault(uid, set()).add(worker.name)
+            try:
+                chosen = self._choose(job, ())
+            except NoWorker as exc:
+                why = f"no other worker can take it ({exc})"
+            else:
+                job, new = await self._place_on(job, chosen)
+                self.recorder.event(job, WARNING, "NameCollision", f"{what}; placed on {new.worker} instead")
+                metrics.REDISPATCHES.labels(worker.name, chosen).inc()
+                return 0.0
+        else:
+            why = (f"the Job is pinned to {worker.name}" if pinned
+                   else "it carries this Job's uid under another origin, so running it elsewhere would run it twice")
+        reports = self._collision_reports[uid] = self._collision_reports.get(uid, 0) + 1
+        delay = collision_retry_delay(reports, base=self.cfg.resync_period)
+        self.recorder.event(job, WARNING, "NameCollision", f"{what}; {why}: retried with backoff (at most every "
+                            f"{collision_retry_delay(99, base=self.cfg.resync_period):.0f}s)")
+        log.warning("%s/%s: name collision on %s (%s); next look in %.0fs", job["metadata"]["namespace"],
+                    job["metadata"]["name"], worker.name, why, delay)
+        return delay
 
     async def _delete_remote(self, job: Obj, worker: WorkerCluster, remote: Obj, reason: str) -> bool:
         """Delete one of our copies (background propagation: its pods go too). True when gone."""
@@ -438,12 +495,14 @@ class Reconciler:
                     if not exc.not_found:
                         raise
                 else:
-                    if self.kind.is_our_copy(remote, origin=self.cfg.origin, manager_uid=uid):
+                    if self.kind.is_our_copy(remote, origin=self.origin, manager_uid=uid):
                         all_gone &= await self._delete_remote(job, pw, remote, reason)
         if not all_gone:
             return min(self.cfg.resync_period, 5.0)
         for tracked in (*self._pending.values(), *self._attempted.values()):
             tracked.discard(uid)
+        self._collided.pop(uid, None)
+        self._collision_reports.pop(uid, None)
         await self._drop_finalizer(job)
         return None
 

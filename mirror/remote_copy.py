@@ -18,6 +18,7 @@ from mirror.naming import (
     ANNOTATION_REMOTE_NAME,
     CONTROLLER_UID_LABELS,
     LABEL_ORIGIN,
+    LABEL_ORIGIN_CLUSTER,
     LABEL_ORIGIN_UID,
 )
 
@@ -35,7 +36,7 @@ def _strip_uid_labels(labels: Obj | None) -> Obj | None:
     return {k: v for k, v in labels.items() if k not in CONTROLLER_UID_LABELS}
 
 
-def build_remote_copy(manager: Obj, *, origin: str, remote_name: str) -> Obj:
+def build_remote_copy(manager: Obj, *, origin: str, origin_cluster: str, remote_name: str) -> Obj:
     """The Job to create in a worker: same spec, no managedBy, no manager-only identity.
 
     The worker generates its own selector and controller-uid labels. The worker's
@@ -49,6 +50,7 @@ def build_remote_copy(manager: Obj, *, origin: str, remote_name: str) -> Obj:
     labels = _strip_uid_labels(meta.get("labels")) or {}
     labels[LABEL_ORIGIN] = origin
     labels[LABEL_ORIGIN_UID] = md["uid"]
+    labels[LABEL_ORIGIN_CLUSTER] = origin_cluster
     meta["labels"] = labels
     ann = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in _OUR_ANNOTATIONS}
     ann[ANNOTATION_ORIGIN_JOB] = f"{md['namespace']}/{md['name']}"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -11,8 +13,10 @@ import pytest
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
 from kruntime.resources import LEASES
-from mirror.config import LeaderElection
+from mirror.config import Config, LeaderElection
 from mirror.controller import MirrorController
+from mirror.kinds import QueueKey
+from testkit.tcpproxy import FreezableProxy, route_kubeconfig, server_of
 from tests.conftest import wait_for
 from tests.integration.mirror_env import make_job, mirror_env
 
@@ -105,3 +109,62 @@ async def test_graceful_stop_hands_the_lease_to_the_standby(client_for: ClientFo
         assert spec["holderIdentity"] not in ("", None, old), spec
         await env.create(make_job("after-handover"))
         await env.wait_condition("after-handover", "Complete", timeout=60)
+
+
+async def test_frozen_leader_stops_before_the_standby_leads(client_for: ClientFor, cluster: ClusterFn, ns: str,
+                                                            tmp_path: Path) -> None:
+    """The leader's manager connection hangs (TCP open, nothing passes) while a standby runs.
+
+    The frozen leader stops leading at its renew deadline, before the standby can take the
+    Lease, and its last reconcile ends before the standby's first one starts (issue 11 item 5).
+    """
+    le = LeaderElection(enabled=True, namespace=ns, lease_name="jobmirror", lease_duration=4,
+                        renew_deadline=3, retry_period=1)
+    async with mirror_env(client_for, cluster, ns, leader_election=le, request_timeout=10.0) as env:
+        kubeconfig = env.clusters["manager"].kubeconfig
+        proxy = FreezableProxy(*server_of(kubeconfig))
+        port = await proxy.start()
+        intervals: dict[str, list[list[float]]] = {"a": [], "b": []}
+
+        def instrumented(name: str, cfg: Config) -> MirrorController:
+            ctrl = MirrorController(cfg)
+            inner = ctrl._reconcile
+
+            async def reconcile(key: QueueKey) -> float | None:
+                span = [time.monotonic(), float("inf")]
+                intervals[name].append(span)
+                try:
+                    return await inner(key)
+                finally:
+                    span[1] = time.monotonic()
+
+            ctrl._reconcile = reconcile  # type: ignore[method-assign]
+            env.controllers.append((ctrl, asyncio.create_task(ctrl.run(health=False))))
+            return ctrl
+
+        try:
+            a = instrumented("a", env.config_with(
+                manager_kubeconfig=route_kubeconfig(kubeconfig, tmp_path / "via-proxy.yaml", port)))
+            await wait_for(lambda: asyncio.sleep(0, a.is_leader), timeout=30, what="the proxied replica leads")
+            b = instrumented("b", env.config)
+            names = [f"j{i}" for i in range(12)]
+            for n in names[:4]:
+                await env.create(make_job(n, duration_ms=300))
+            await env.wait_condition(names[0], "Complete", timeout=60)
+            assert intervals["a"] and not intervals["b"] and not b.is_leader
+
+            proxy.freeze()
+            for n in names[4:]:  # work arrives while the leader hangs
+                await env.create(make_job(n, duration_ms=300))
+            await wait_for(lambda: asyncio.sleep(0, b.is_leader), timeout=30, interval=0.05, what="standby leads")
+            assert a._elector is not None and b._elector is not None
+            assert a._elector.lost_at is not None and b._elector.acquired_at is not None
+            assert a._elector.lost_at < b._elector.acquired_at, "two leaders at once"
+            assert not a.is_leader
+            for n in names:
+                await env.wait_condition(n, "Complete", timeout=90)
+            # Never two leaders reconciling at once: all of a's passes ended before b's first began.
+            assert intervals["b"]
+            assert max(end for _, end in intervals["a"]) < min(start for start, _ in intervals["b"])
+        finally:
+            await proxy.close()

@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 
 from mirror.gc import Verdict, judge
-from mirror.naming import ANNOTATION_CLUSTER, LABEL_ORIGIN, LABEL_ORIGIN_UID
+from mirror.naming import ANNOTATION_CLUSTER, LABEL_ORIGIN, LABEL_ORIGIN_CLUSTER, LABEL_ORIGIN_UID
 
 ORIGIN = "mgr-a"
 UID = "uid-1"
+CLUSTER = "cluster-a"
 
 
 def remote(labels: dict[str, str] | None) -> dict[str, Any]:
@@ -24,7 +25,11 @@ def manager(uid: str = UID, placed: str | None = "worker-1") -> dict[str, Any]:
     return {"metadata": md}
 
 
-OURS = {LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID}
+OURS = {LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID, LABEL_ORIGIN_CLUSTER: CLUSTER}
+#: The same origin value, made by another manager cluster (two installs shipping one origin).
+SHARED = {LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID, LABEL_ORIGIN_CLUSTER: "cluster-b"}
+#: Made before copies carried the manager cluster's identity.
+LEGACY = {LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID}
 
 
 @pytest.mark.parametrize(
@@ -35,8 +40,17 @@ OURS = {LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID}
         (OURS, None, Verdict.ORPHAN),
         (OURS, manager(uid="uid-2"), Verdict.ORPHAN),
         (OURS, manager(uid="uid-2", placed="worker-2"), Verdict.ORPHAN),
-        ({LABEL_ORIGIN: ORIGIN}, manager(), Verdict.ORPHAN),
+        ({LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_CLUSTER: CLUSTER}, manager(), Verdict.ORPHAN),
         (OURS, manager(placed="worker-2"), Verdict.STALE),
+        # Same origin, but nothing proves this manager made it: never deleted as an orphan.
+        (SHARED, None, Verdict.UNPROVEN),
+        (SHARED, manager(uid="uid-2"), Verdict.UNPROVEN),
+        (LEGACY, None, Verdict.UNPROVEN),
+        ({LABEL_ORIGIN: ORIGIN}, manager(), Verdict.UNPROVEN),
+        # ... unless the manager Job itself names it by uid (then it is ours, wherever it came from).
+        (LEGACY, manager(), Verdict.KEEP),
+        (LEGACY, manager(placed="worker-2"), Verdict.STALE),
+        (SHARED, manager(placed="worker-2"), Verdict.STALE),
         # Copies of another manager (or none at all) are never ours to judge, whatever the manager says.
         ({LABEL_ORIGIN: "other-manager", LABEL_ORIGIN_UID: UID}, None, Verdict.KEEP),
         ({LABEL_ORIGIN: "other-manager", LABEL_ORIGIN_UID: UID}, manager(placed="worker-2"), Verdict.KEEP),
@@ -45,18 +59,27 @@ OURS = {LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID}
         (None, None, Verdict.KEEP),
     ],
     ids=["placed-here", "not-yet-annotated", "manager-gone", "uid-mismatch-recreated", "uid-mismatch-elsewhere",
-         "no-origin-uid", "placed-elsewhere", "foreign-origin-manager-gone", "foreign-origin-placed-elsewhere",
+         "no-origin-uid", "placed-elsewhere", "shared-origin-manager-gone", "shared-origin-uid-mismatch",
+         "legacy-manager-gone", "no-origin-uid-no-cluster", "legacy-placed-here", "legacy-placed-elsewhere",
+         "shared-origin-uid-proven-stale", "foreign-origin-manager-gone", "foreign-origin-placed-elsewhere",
          "no-origin-label", "no-labels", "labels-null"],
 )
 def test_judge(labels: dict[str, str] | None, mgr: dict[str, Any] | None, expected: Verdict) -> None:
-    assert judge(remote(labels), mgr, origin=ORIGIN, worker="worker-1") is expected
+    assert judge(remote(labels), mgr, origin=ORIGIN, manager_cluster=CLUSTER, worker="worker-1") is expected
+
+
+@pytest.mark.parametrize("manager_cluster", ["", "cluster-b"], ids=["identity-unknown", "other-cluster"])
+def test_orphan_needs_this_managers_identity(manager_cluster: str) -> None:
+    assert judge(remote(OURS), None, origin=ORIGIN, manager_cluster=manager_cluster,
+                 worker="worker-1") is Verdict.UNPROVEN
 
 
 @pytest.mark.parametrize(("worker", "expected"), [("worker-1", Verdict.KEEP), ("worker-2", Verdict.STALE)],
                          ids=["judged-on-placement", "judged-elsewhere"])
 def test_the_same_copy_is_judged_per_worker(worker: str, expected: Verdict) -> None:
-    assert judge(remote(OURS), manager(placed="worker-1"), origin=ORIGIN, worker=worker) is expected
+    assert judge(remote(OURS), manager(placed="worker-1"), origin=ORIGIN, manager_cluster=CLUSTER,
+                 worker=worker) is expected
 
 
 def test_verdicts_are_metric_label_values() -> None:
-    assert {v.value for v in Verdict} == {"keep", "orphan", "stale"}
+    assert {v.value for v in Verdict} == {"keep", "orphan", "stale", "unproven"}

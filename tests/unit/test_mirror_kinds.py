@@ -19,7 +19,7 @@ from mirror.config import Config, Worker
 from mirror.decisions import CopyPlan, Placement, Step, decide, placement_of, plan_copy, status_to_write
 from mirror.job_kind import JOB_KIND
 from mirror.kinds import MirroredKind, QueueKey, manager_key_of
-from mirror.naming import ANNOTATION_CLUSTER, LABEL_ORIGIN, LABEL_ORIGIN_UID, origin_annotation
+from mirror.naming import ANNOTATION_CLUSTER, LABEL_ORIGIN, LABEL_ORIGIN_CLUSTER, LABEL_ORIGIN_UID, origin_annotation
 from mirror.reconciler import Reconciler
 from mirror.workers import WorkerCluster
 
@@ -40,11 +40,12 @@ class WidgetKind:
     def claims(self, obj: Obj, cfg: Config) -> bool:
         return (obj.get("spec") or {}).get("owner") == cfg.controller_name
 
-    def build_copy(self, manager: Obj, *, origin: str, remote_name: str) -> Obj:
+    def build_copy(self, manager: Obj, *, origin: str, origin_cluster: str, remote_name: str) -> Obj:
         md = manager["metadata"]
         return {"apiVersion": "example.dev/v1", "kind": "Widget",
                 "metadata": {"name": remote_name, "namespace": md["namespace"],
-                             "labels": {LABEL_ORIGIN: origin, LABEL_ORIGIN_UID: md["uid"]},
+                             "labels": {LABEL_ORIGIN: origin, LABEL_ORIGIN_UID: md["uid"],
+                                        LABEL_ORIGIN_CLUSTER: origin_cluster},
                              "annotations": {origin_annotation(self.name): f"{md['namespace']}/{md['name']}"}},
                 "spec": {"size": manager["spec"].get("size", 1)}}
 
@@ -110,7 +111,7 @@ def test_decide_for_a_second_kind(obj: Obj, copies_on: list[str], want: Step) ->
 
 def test_copy_plan_and_status_for_a_second_kind() -> None:
     manager = widget(placed="w1", size=3)
-    remote = WIDGET.build_copy(manager, origin=ORIGIN, remote_name="train")
+    remote = WIDGET.build_copy(manager, origin=ORIGIN, origin_cluster="mgr", remote_name="train")
     remote["spec"]["size"] = 1
     assert plan_copy(WIDGET, manager, remote, origin=ORIGIN) == CopyPlan(spec_patch={"spec": {"size": 3}})
     remote["spec"]["size"] = 3
@@ -137,8 +138,8 @@ def test_the_job_kind_decides_the_same_way() -> None:
 
 def test_a_job_and_a_widget_of_the_same_name_never_collide() -> None:
     job = {"metadata": {"name": "train", "namespace": "ns", "uid": "j-uid"}, "spec": {"managedBy": CONTROLLER}}
-    job_copy = JOB_KIND.build_copy(job, origin=ORIGIN, remote_name="train")
-    widget_copy = WIDGET.build_copy(widget(), origin=ORIGIN, remote_name="train")
+    job_copy = JOB_KIND.build_copy(job, origin=ORIGIN, origin_cluster="mgr", remote_name="train")
+    widget_copy = WIDGET.build_copy(widget(), origin=ORIGIN, origin_cluster="mgr", remote_name="train")
     assert manager_key_of(JOB_KIND, job_copy) == manager_key_of(WIDGET, widget_copy) == "ns/train"
     assert manager_key_of(WIDGET, job_copy) is None and manager_key_of(JOB_KIND, widget_copy) is None
     assert QueueKey(JOB_KIND.name, "ns/train") != QueueKey(WIDGET.name, "ns/train")
@@ -160,9 +161,9 @@ class _ListOnly:
 
 async def test_worker_keeps_one_cache_and_uid_index_per_kind() -> None:
     job_copy = JOB_KIND.build_copy({"metadata": {"name": "train", "namespace": "ns", "uid": "same-uid"}, "spec": {}},
-                                   origin=ORIGIN, remote_name="train")
+                                   origin=ORIGIN, origin_cluster="mgr", remote_name="train")
     widget_copy = WIDGET.build_copy({**widget(), "metadata": {**widget()["metadata"], "uid": "same-uid"}},
-                                    origin=ORIGIN, remote_name="train")
+                                    origin=ORIGIN, origin_cluster="mgr", remote_name="train")
     for i, obj in enumerate((job_copy, widget_copy)):
         obj["metadata"]["resourceVersion"] = str(i + 1)
     client = _ListOnly({"jobs": [job_copy], "widgets": [widget_copy]})

@@ -13,12 +13,14 @@ from mirror.naming import (
     ANNOTATION_PIN,
     ANNOTATION_REMOTE_NAME,
     LABEL_ORIGIN,
+    LABEL_ORIGIN_CLUSTER,
     LABEL_ORIGIN_UID,
 )
 from mirror.remote_copy import build_remote_copy, is_our_copy, spec_patch
 
 UID = "0b5c6f0e-1111-2222-3333-444455556666"
 ORIGIN = "mgr-a"
+CLUSTER = "9d3c0b7e-0000-4000-8000-00000000c1a5"
 GENERATED = {
     "controller-uid": UID,
     "batch.kubernetes.io/controller-uid": UID,
@@ -88,7 +90,8 @@ def expected_copy(remote_name: str = "train") -> dict[str, Any]:
         "metadata": {
             "name": remote_name,
             "namespace": "team-a",
-            "labels": {"app": "train", "team": "a", LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID},
+            "labels": {"app": "train", "team": "a", LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID,
+                       LABEL_ORIGIN_CLUSTER: CLUSTER},
             "annotations": {"team.example.com/owner": "alice", ANNOTATION_ORIGIN_JOB: "team-a/train"},
             "futureMetadataField": {"x": [1, 2]},
         },
@@ -116,7 +119,8 @@ def expected_copy(remote_name: str = "train") -> dict[str, Any]:
 
 
 def build(job: dict[str, Any] | None = None, remote_name: str = "train") -> dict[str, Any]:
-    return build_remote_copy(job if job is not None else manager_job(), origin=ORIGIN, remote_name=remote_name)
+    return build_remote_copy(job if job is not None else manager_job(), origin=ORIGIN, origin_cluster=CLUSTER,
+                             remote_name=remote_name)
 
 
 # -- build_remote_copy --------------------------------------------------------------------
@@ -206,9 +210,10 @@ def test_user_and_unknown_fields_travel_untouched(path: tuple[str | int, ...], v
     [
         ("labels", LABEL_ORIGIN, ORIGIN),
         ("labels", LABEL_ORIGIN_UID, UID),
+        ("labels", LABEL_ORIGIN_CLUSTER, CLUSTER),
         ("annotations", ANNOTATION_ORIGIN_JOB, "team-a/train"),
     ],
-    ids=["origin", "origin-uid", "origin-job"],
+    ids=["origin", "origin-uid", "origin-cluster", "origin-job"],
 )
 def test_origin_marks_are_added(where: str, key: str, value: str) -> None:
     assert build()["metadata"][where][key] == value
