@@ -344,6 +344,7 @@ async def test_kind_rolling_update_with_jobs_in_flight(controller: E2EEnv) -> No
     images = {c["image"] for p in await controller_pods(env) if not p["metadata"].get("deletionTimestamp")
               for c in p["spec"]["containers"]}
     assert images == {new_image}, images
+    await asyncio.to_thread(docker, "rmi", new_image, check=False)  # the tag only; the image stays as jobmirror:e2e
     await cleanup(env, ns)
 
 
