@@ -7,7 +7,7 @@ makes the path testable without a cluster and for any kind.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -98,5 +98,35 @@ def collision_action(*, pinned: bool, same_workload: bool) -> CollisionAction:
 
 
 def collision_retry_delay(reports: int, *, base: float, cap: float = 300.0) -> float:
-    """Seconds until a reported collision is looked at again: doubling from ``base``, at most ``cap``."""
+    """Seconds until a reported collision (or refusal) is looked at again: doubling from ``base``, at most ``cap``."""
     return float(min(cap, base * 2 ** max(0, reports - 1)))
+
+
+#: seconds a worker that refused a Job's copy is skipped when placing that Job again
+REFUSAL_EXCLUSION = 300.0
+
+
+def is_refusal(status: int, *, missing_namespace: bool = False) -> bool:
+    """True for a worker's definite "no" to one object (quota, admission, terminating namespace, 422).
+
+    Transport errors, 5xx and 429 are the worker's trouble, not a verdict on the object, and
+    401 is its credentials; 409 (exists / conflict) and a missing namespace have their own paths.
+    """
+    return 400 <= status < 500 and status not in (401, 408, 409, 429) and not missing_namespace
+
+
+class RefusalAction(StrEnum):
+    """What to do after a worker refused to create a Job's copy."""
+
+    REPLACE = "replace"  # place the Job on another healthy worker (the refusing one excluded for a while)
+    RETRY = "retry"  # stay and retry there with backoff, saying so
+
+
+def refusal_action(*, pinned: bool, alternative: bool) -> RefusalAction:
+    """Unpinned Jobs move when another worker can take them; pinned ones only run where pinned."""
+    return RefusalAction.REPLACE if alternative and not pinned else RefusalAction.RETRY
+
+
+def refusal_exclusions(until: Mapping[str, float], now: float) -> frozenset[str]:
+    """The workers still excluded at ``now`` (monotonic seconds), from each one's exclusion deadline."""
+    return frozenset(name for name, deadline in until.items() if deadline > now)

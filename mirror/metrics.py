@@ -21,3 +21,6 @@ GC_UNPROVEN = Gauge("jobmirror_gc_unproven_copies", "Copies with our origin labe
                     "nothing proves this manager made them", ["worker"])
 NAME_COLLISIONS = Counter("jobmirror_name_collisions_total", "Placed workers holding a same-named object that is "
                           "not our copy", ["worker"])
+WORKER_REFUSALS = Counter("jobmirror_worker_refusals_total", "Creates, spec patches and deletes of a copy that a "
+                          "worker refused with a 4xx (quota, admission, terminating namespace, invalid)",
+                          ["worker", "verb"])

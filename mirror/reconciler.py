@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,15 +27,20 @@ from kruntime.resources import NAMESPACES, Obj
 from mirror import metrics
 from mirror.config import Config, MissingNamespace
 from mirror.decisions import (
+    REFUSAL_EXCLUSION,
     CollisionAction,
     Placement,
+    RefusalAction,
     Step,
     collision_action,
     collision_retry_delay,
     decide,
     decide_placed,
+    is_refusal,
     placement_of,
     plan_copy,
+    refusal_action,
+    refusal_exclusions,
     status_to_write,
 )
 from mirror.kinds import MirroredKind
@@ -73,6 +79,10 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def _missing_namespace(exc: ApiError) -> bool:
+    return exc.not_found and (exc.body.get("details") or {}).get("kind") == "namespaces"
+
+
 @dataclass(eq=False)
 class Reconciler:
     """Reconciles the manager objects of one kind (``kind``), read from the ``jobs`` cache."""
@@ -101,6 +111,12 @@ class Reconciler:
         self._collided: dict[str, set[str]] = {}
         #: per manager uid, how often a collision was reported (the retry backoff)
         self._collision_reports: dict[str, int] = {}
+        #: per manager uid, the workers that refused its copy, each until a monotonic deadline
+        self._refused: dict[str, dict[str, float]] = {}
+        #: per manager uid, how many refusals in a row (the retry backoff)
+        self._refusal_reports: dict[str, int] = {}
+        #: per manager uid, when a refused spec patch may be tried again (monotonic)
+        self._patch_not_before: dict[str, float] = {}
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -164,23 +180,26 @@ class Reconciler:
 
         remote = copies.get(worker.name)
         if remote is None:
-            remote = await self._find_or_create(job, worker, placement)
+            try:
+                remote = await self._find_or_create(job, worker, placement)
+            except ApiError as exc:
+                if not is_refusal(exc.status, missing_namespace=_missing_namespace(exc)):
+                    raise
+                return await self._create_refused(job, worker, exc)
             if remote is None:
                 return self.cfg.resync_period
         plan = plan_copy(self.kind, job, remote, origin=self.origin)
         if plan.collision:
             return await self._collision(job, worker, remote)
 
-        if plan.spec_patch is not None:
-            remote = await self._remote_call(
-                worker, worker.client.patch(self.resource, remote["metadata"]["namespace"], remote["metadata"]["name"],
-                                            plan.spec_patch)
-            )
+        # Status first: a worker refusing the spec change must not stop the mirroring.
         job = await self._write_status(job, remote)
         if self.kind.is_finished(job):
             # Finish in this pass: the status write's own watch event is not waited for
             # (status-only manager events are not enqueued, see controller.py).
             return await self._finish(job, copies | {worker.name: remote})
+        if plan.spec_patch is not None:
+            return await self._patch_copy(job, worker, remote, plan.spec_patch)
         return self.cfg.resync_period
 
     # -- read-your-writes ------------------------------------------------------------------
@@ -238,9 +257,16 @@ class Reconciler:
         ]
 
     def _choose(self, job: Obj, exclude: Collection[str]) -> str:
-        """The policy's worker for ``job``, never one that already refused its name (raises NoWorker)."""
-        excluded = {*exclude, *self._collided.get(job["metadata"]["uid"], ())}
-        chosen = self.policy.choose(self.worker_views(excluded), annotations_of(job).get(ANNOTATION_PIN))
+        """The policy's worker for ``job``, never one that refused its name, nor (unpinned) lately its copy.
+
+        Raises NoWorker.
+        """
+        uid = job["metadata"]["uid"]
+        pin = annotations_of(job).get(ANNOTATION_PIN)
+        excluded = {*exclude, *self._collided.get(uid, ())}
+        if not pin:
+            excluded |= refusal_exclusions(self._refused.get(uid, {}), time.monotonic())
+        chosen = self.policy.choose(self.worker_views(excluded), pin)
         if chosen is None:
             raise NoWorker("the placement policy chose none")
         return chosen
@@ -361,6 +387,7 @@ class Reconciler:
             return None
         self._pending[worker.name].add(job["metadata"]["uid"])
         metrics.DISPATCHES.labels(worker.name).inc()
+        self._refusal_reports.pop(job["metadata"]["uid"], None)
         self.recorder.event(job, NORMAL, "Dispatched", f"created {ns}/{placement.remote_name} on worker {worker.name}")
         return created
 
@@ -369,8 +396,7 @@ class Reconciler:
         try:
             return await self._remote_call(worker, worker.client.create(self.resource, ns, body))
         except ApiError as exc:
-            missing_ns = exc.not_found and (exc.body.get("details") or {}).get("kind") == "namespaces"
-            if not missing_ns:
+            if not _missing_namespace(exc):
                 raise
         if self.cfg.missing_namespace == MissingNamespace.REPORT:
             self.recorder.event(job, WARNING, "NamespaceMissing",
@@ -384,6 +410,67 @@ class Reconciler:
             if not exc.already_exists:
                 raise
         return await self._remote_call(worker, worker.client.create(self.resource, ns, body))
+
+    def _refusal_delay(self, uid: str) -> float:
+        """Count one more refusal for ``uid``; the seconds until it is tried again (doubling, capped)."""
+        reports = self._refusal_reports[uid] = self._refusal_reports.get(uid, 0) + 1
+        return collision_retry_delay(reports, base=self.cfg.resync_period)
+
+    async def _create_refused(self, job: Obj, worker: WorkerCluster, exc: ApiError) -> float:
+        """The worker said no to the copy: say so at once, and move the Job or retry with backoff.
+
+        The worker is excluded for this Job for ``REFUSAL_EXCLUSION`` seconds (quota frees up,
+        policies change); nothing runs there, so it is not counted as load.
+        """
+        md = job["metadata"]
+        uid = md["uid"]
+        self._pending[worker.name].discard(uid)
+        self._attempted[worker.name].discard(uid)  # a refused create left nothing behind
+        metrics.WORKER_REFUSALS.labels(worker.name, "create").inc()
+        self._refused.setdefault(uid, {})[worker.name] = time.monotonic() + REFUSAL_EXCLUSION
+        delay = self._refusal_delay(uid)
+        what = f"worker {worker.name} refused to create {md['namespace']}/{md['name']}: {exc.message}"
+        pinned = ANNOTATION_PIN in annotations_of(job)
+        chosen: str | None = None
+        why = f"the Job is pinned to {worker.name}"
+        if not pinned:
+            try:
+                chosen = self._choose(job, ())
+            except NoWorker as no:
+                why = f"no other worker accepts it now ({no})"
+        if chosen is not None and refusal_action(pinned=pinned, alternative=True) is RefusalAction.REPLACE:
+            job, _ = await self._place_on(job, chosen)
+            self.recorder.event(job, WARNING, "WorkerRefused", f"{what}; placed on {chosen} instead")
+            metrics.REDISPATCHES.labels(worker.name, chosen).inc()
+            return 0.0
+        self.recorder.event(job, WARNING, "WorkerRefused", f"{what}; {why}: retried with backoff (at most every "
+                            f"{collision_retry_delay(99, base=self.cfg.resync_period):.0f}s)")
+        log.warning("%s/%s: worker %s refused the copy (%s); next try in %.0fs", md["namespace"], md["name"],
+                    worker.name, exc.message, delay)
+        return delay
+
+    async def _patch_copy(self, job: Obj, worker: WorkerCluster, remote: Obj, patch: Obj) -> float:
+        """Bring the copy's mutable spec in line; a refusal is evented and retried with backoff."""
+        uid = job["metadata"]["uid"]
+        if time.monotonic() < self._patch_not_before.get(uid, 0.0):
+            return max(0.5, self._patch_not_before[uid] - time.monotonic())
+        md = remote["metadata"]
+        try:
+            await self._remote_call(worker, worker.client.patch(self.resource, md["namespace"], md["name"], patch))
+        except ApiError as exc:
+            if not is_refusal(exc.status):
+                raise
+            metrics.WORKER_REFUSALS.labels(worker.name, "patch").inc()
+            delay = self._refusal_delay(uid)
+            self._patch_not_before[uid] = time.monotonic() + delay
+            self.recorder.event(job, WARNING, "WorkerRefused", f"worker {worker.name} refused the spec change "
+                                f"{patch['spec']} on {md['namespace']}/{md['name']}: {exc.message}; status is still "
+                                "mirrored, the change is retried with backoff (at most every "
+                                f"{collision_retry_delay(99, base=self.cfg.resync_period):.0f}s)")
+            return delay
+        self._patch_not_before.pop(uid, None)
+        self._refusal_reports.pop(uid, None)
+        return self.cfg.resync_period
 
     async def _collision(self, job: Obj, worker: WorkerCluster, remote: Obj) -> float:
         """The placed worker has an object of the copy's name that is not our copy: never touch it.
@@ -435,7 +522,13 @@ class Reconciler:
                 return True
             if exc.conflict:  # uid precondition: a different Job now has that name; not ours
                 return True
-            raise
+            if not is_refusal(exc.status):
+                raise
+            metrics.WORKER_REFUSALS.labels(worker.name, "delete").inc()
+            self._refusal_delay(job["metadata"]["uid"])
+            self.recorder.event(job, WARNING, "WorkerRefused", f"worker {worker.name} refused to delete "
+                                f"{md['namespace']}/{md['name']} ({reason}): {exc.message}; retried with backoff")
+            return False
         metrics.REMOTE_DELETES.labels(worker.name, reason).inc()
         uid = job["metadata"]["uid"]
         self._attempted[worker.name].discard(uid)  # known gone: no need to ask the server again
@@ -498,11 +591,13 @@ class Reconciler:
                     if self.kind.is_our_copy(remote, origin=self.origin, manager_uid=uid):
                         all_gone &= await self._delete_remote(job, pw, remote, reason)
         if not all_gone:
-            return min(self.cfg.resync_period, 5.0)
+            refusals = self._refusal_reports.get(uid, 0)
+            return collision_retry_delay(refusals, base=min(self.cfg.resync_period, 5.0))
         for tracked in (*self._pending.values(), *self._attempted.values()):
             tracked.discard(uid)
-        self._collided.pop(uid, None)
-        self._collision_reports.pop(uid, None)
+        for per_uid in (self._collided, self._collision_reports, self._refused, self._refusal_reports,
+                        self._patch_not_before):
+            per_uid.pop(uid, None)
         await self._drop_finalizer(job)
         return None
 
