@@ -69,6 +69,12 @@ class WorkerBusy(Exception):
     expected = True
 
 
+class CopyVanished(Exception):
+    """The decided Job's copy is gone from a healthy worker: finish it, never create it again."""
+
+    expected = True
+
+
 class StatusRejected(Exception):
     """The manager API server refused the translated status (counted, evented, retried)."""
 
@@ -182,6 +188,8 @@ class Reconciler:
         if remote is None:
             try:
                 remote = await self._find_or_create(job, worker, placement)
+            except CopyVanished as gone:
+                return await self._finish_decided(job, str(gone))
             except ApiError as exc:
                 if not is_refusal(exc.status, missing_namespace=_missing_namespace(exc)):
                     raise
@@ -335,6 +343,9 @@ class Reconciler:
         reason = (f"worker {old} unreachable for {down_for:.0f}s (workerLostTimeout "
                   f"{self.cfg.worker_lost_timeout:.0f}s): {worker.last_error if worker else 'not configured'}")
         self.recorder.event(job, WARNING, "WorkerLost", reason)
+        if self.kind.decided_status(job, self.now()) is not None:
+            finished = await self._finish_decided(job, f"its worker {old} is lost")
+            return 0.0 if finished is None else finished
         job, new = await self._place(job, exclude=old)
         if new.worker is None:
             return self.cfg.resync_period
@@ -372,6 +383,8 @@ class Reconciler:
             except ApiError as exc:
                 if not exc.not_found:
                     raise
+        if self.kind.decided_status(job, self.now()) is not None:
+            raise CopyVanished(f"its copy {ns}/{placement.remote_name} is gone from worker {worker.name}")
         if self.kind.is_suspended(job):
             await self._write_status(job, None)
             return None
@@ -561,6 +574,18 @@ class Reconciler:
             return None
         return await self._finalize(job, copies)
 
+    async def _finish_decided(self, job: Obj, why: str) -> float | None:
+        """A decided outcome is final: write the terminal status instead of running the Job again."""
+        final = self.kind.decided_status(job, self.now())
+        assert final is not None
+        job = await self._put_status(job, final)
+        self.recorder.event(job, WARNING, "FinishedWithoutCopy", f"{why}; its outcome was already decided, so it is "
+                            f"finished as {self.kind.state(job)} from its last mirrored status instead of running "
+                            "again")
+        uid = job["metadata"]["uid"]
+        copies = {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, uid)) is not None}
+        return await self._finish(job, copies)
+
     async def _finalize(self, job: Obj, copies: dict[str, Obj]) -> float | None:
         """Delete every copy we know of, then release the manager Job's finalizer.
 
@@ -606,6 +631,10 @@ class Reconciler:
         desired = status_to_write(self.kind, job, remote, self.now())
         if desired is None:
             return job
+        return await self._put_status(job, desired)
+
+    async def _put_status(self, job: Obj, desired: Obj) -> Obj:
+        """Write ``desired`` through the status subresource; a refusal is evented, counted, raised."""
         md = job["metadata"]
         body = {**job, "status": desired}
         try:
