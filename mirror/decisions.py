@@ -15,7 +15,7 @@ from enum import StrEnum
 from jobapi.objects import annotations_of
 from kruntime.resources import Obj
 from mirror.kinds import MirroredKind
-from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME
+from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME, FINALIZER
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,30 @@ def collision_action(*, pinned: bool, same_workload: bool) -> CollisionAction:
 def collision_retry_delay(reports: int, *, base: float, cap: float = 300.0) -> float:
     """Seconds until a reported collision (or refusal) is looked at again: doubling from ``base``, at most ``cap``."""
     return float(min(cap, base * 2 ** max(0, reports - 1)))
+
+
+def cleanup_waits_for(down_for: float, *, worker_lost_timeout: float) -> bool:
+    """Whether a deleted object's finalizer still waits for its copy on a worker down ``down_for`` s.
+
+    Deletion never hangs forever: past ``workerLostTimeout`` the copy is left for GC (which
+    deletes it when the worker answers, since its manager object is then gone).
+    """
+    return down_for < worker_lost_timeout
+
+
+def release_unclaimed(obj: Obj, *, claimed: bool, claimed_in_any_namespace: bool, origin: str) -> bool:
+    """Whether to remove our finalizer from ``obj`` because this installation no longer claims it.
+
+    Ours to release: stamped with our ``origin`` when we added it, or (objects finalized before
+    the stamp) claimed by our ``controllerName`` but in a namespace we no longer watch. Another
+    installation's objects carry its own origin and are never touched.
+    """
+    if claimed or FINALIZER not in (obj["metadata"].get("finalizers") or []):
+        return False
+    stamp = annotations_of(obj).get(ANNOTATION_CLAIMED_BY)
+    if stamp is not None:
+        return stamp == origin
+    return claimed_in_any_namespace
 
 
 #: seconds a worker that refused a Job's copy is skipped when placing that Job again

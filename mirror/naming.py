@@ -29,6 +29,9 @@ ANNOTATION_CLUSTER = "jobmirror.dev/cluster"
 ANNOTATION_REMOTE_NAME = "jobmirror.dev/remote-name"
 ANNOTATION_PIN = "jobmirror.dev/pin-cluster"
 FINALIZER = "jobmirror.dev/cleanup"
+#: the ``origin`` of the installation that added FINALIZER: lets it release the finalizer
+#: once it no longer claims the Job (namespaces narrowed, controllerName changed)
+ANNOTATION_CLAIMED_BY = "jobmirror.dev/claimed-by"
 
 FIELD_MANAGER = "jobmirror"
 

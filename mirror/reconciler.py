@@ -32,6 +32,7 @@ from mirror.decisions import (
     Placement,
     RefusalAction,
     Step,
+    cleanup_waits_for,
     collision_action,
     collision_retry_delay,
     decide,
@@ -41,10 +42,12 @@ from mirror.decisions import (
     plan_copy,
     refusal_action,
     refusal_exclusions,
+    release_unclaimed,
     status_to_write,
 )
 from mirror.kinds import MirroredKind
 from mirror.naming import (
+    ANNOTATION_CLAIMED_BY,
     ANNOTATION_CLUSTER,
     ANNOTATION_PIN,
     ANNOTATION_REMOTE_NAME,
@@ -128,7 +131,12 @@ class Reconciler:
 
     async def reconcile(self, key: str) -> float | None:
         job = self._fresher(key, self.jobs.get(key))
-        if job is None or not self.kind.claims(job, self.cfg):
+        if job is None:
+            return None
+        if not self.kind.claims(job, self.cfg):
+            if release_unclaimed(job, claimed=False, origin=self.origin, claimed_in_any_namespace=self.kind.claims(
+                    job, self.cfg.model_copy(update={"namespaces": []}))):
+                await self._release_unclaimed(job)
             return None
         with metrics.SYNC_LATENCY.time():
             try:
@@ -305,7 +313,8 @@ class Reconciler:
         md = job["metadata"]
         meta_patch: Obj = {
             "resourceVersion": md["resourceVersion"],
-            "annotations": {ANNOTATION_CLUSTER: worker, ANNOTATION_REMOTE_NAME: remote_name},
+            "annotations": {ANNOTATION_CLUSTER: worker, ANNOTATION_REMOTE_NAME: remote_name,
+                            ANNOTATION_CLAIMED_BY: self.origin},
         }
         fins = md.get("finalizers") or []
         if FINALIZER not in fins:
@@ -553,12 +562,25 @@ class Reconciler:
     # -- manager writes -------------------------------------------------------------------
 
     async def _ensure_finalizer(self, job: Obj) -> Obj:
+        """Our finalizer, stamped with our origin (so we can release it if we stop claiming the Job)."""
         fins = job["metadata"].get("finalizers") or []
-        if FINALIZER in fins:
+        if FINALIZER in fins and annotations_of(job).get(ANNOTATION_CLAIMED_BY) == self.origin:
             return job
         md = job["metadata"]
         return self._remember(await self.manager.patch(self.resource, md["namespace"], md["name"], {"metadata": {
-            "resourceVersion": md["resourceVersion"], "finalizers": [*fins, FINALIZER]}}))
+            "resourceVersion": md["resourceVersion"], "annotations": {ANNOTATION_CLAIMED_BY: self.origin},
+            "finalizers": fins if FINALIZER in fins else [*fins, FINALIZER]}}))
+
+    async def _release_unclaimed(self, job: Obj) -> None:
+        """We no longer claim this Job: let go of it. Its copy, if any, is left as it is."""
+        await self._drop_finalizer(job)
+        self._forget(job["metadata"]["uid"])
+        metrics.UNCLAIMED_RELEASES.inc()
+        placed = placement_of(job).worker
+        self.recorder.event(job, NORMAL, "FinalizerReleased", f"no longer claimed by this jobmirror (controllerName "
+                            f"{self.cfg.controller_name!r}, namespaces {self.cfg.namespaces or 'all'}): finalizer "
+                            f"{FINALIZER} removed" + (f"; its copy on worker {placed} is left as it is" if placed
+                                                      else ""))
 
     async def _drop_finalizer(self, job: Obj) -> None:
         fins = job["metadata"].get("finalizers") or []
@@ -593,9 +615,19 @@ class Reconciler:
         until the worker answers: cleanup is retried until it succeeds.
         """
         uid = job["metadata"]["uid"]
-        reason = "deleted" if job["metadata"].get("deletionTimestamp") else "finished"
+        deleted = bool(job["metadata"].get("deletionTimestamp"))
+        reason = "deleted" if deleted else "finished"
         all_gone = True
+        left: set[str] = set()  # deleted Job, copy on a worker lost past workerLostTimeout: left for GC
+
+        def gives_up_on(w: WorkerCluster) -> bool:
+            return deleted and not w.healthy and not cleanup_waits_for(
+                w.unhealthy_for(), worker_lost_timeout=self.cfg.worker_lost_timeout)
+
         for name, c in copies.items():
+            if gives_up_on(self.workers[name]):
+                left.add(name)
+                continue
             all_gone &= await self._delete_remote(job, self.workers[name], c, reason)
         placement = placement_of(job)
         pw = self.workers.get(placement.worker or "")
@@ -603,7 +635,9 @@ class Reconciler:
         if pw is not None and pw.name not in copies and not trusted:
             # We sent a create there that the cache has not shown yet (or the cache is not
             # synced): confirm with the server before letting go.
-            if not pw.healthy:
+            if gives_up_on(pw):
+                left.add(pw.name)
+            elif not pw.healthy:
                 all_gone = False
             else:
                 try:
@@ -618,13 +652,23 @@ class Reconciler:
         if not all_gone:
             refusals = self._refusal_reports.get(uid, 0)
             return collision_retry_delay(refusals, base=min(self.cfg.resync_period, 5.0))
+        self._forget(uid)
+        await self._drop_finalizer(job)
+        for name in sorted(left):
+            metrics.COPIES_LEFT_FOR_GC.labels(name).inc()
+            self.recorder.event(job, WARNING, "CopyLeftForGC", f"worker {name} has been unreachable for longer than "
+                                f"workerLostTimeout ({self.cfg.worker_lost_timeout:.0f}s): the finalizer is released "
+                                "without deleting the copy there; garbage collection deletes it when the worker "
+                                "answers again")
+        return None
+
+    def _forget(self, uid: str) -> None:
+        """Drop every per-Job record (the maps stay bounded by the Jobs we handle)."""
         for tracked in (*self._pending.values(), *self._attempted.values()):
             tracked.discard(uid)
         for per_uid in (self._collided, self._collision_reports, self._refused, self._refusal_reports,
                         self._patch_not_before):
             per_uid.pop(uid, None)
-        await self._drop_finalizer(job)
-        return None
 
     async def _write_status(self, job: Obj, remote: Obj | None) -> Obj:
         """The manager Job after the write (``job`` itself when nothing changed)."""

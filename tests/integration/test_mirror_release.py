@@ -1,0 +1,101 @@
+"""Deletion never hangs forever (issue 11, item 6).
+
+A deleted manager Job whose copy sits on an unreachable worker keeps its finalizer at most
+``workerLostTimeout``; then it is released, evented, and GC deletes the copy when the worker
+answers. Narrowing ``namespaces`` or changing ``controllerName`` releases our finalizer from
+the Jobs this installation no longer claims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from clusterbed.cluster import ClusterSpec, LocalCluster
+from kruntime.client import ClusterClient
+from kruntime.resources import JOBS
+from mirror import metrics
+from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_PIN, FINALIZER
+from tests.conftest import wait_for
+from tests.integration.mirror_env import MirrorEnv, make_job, mirror_env
+
+ClientFor = Callable[[ClusterSpec], Awaitable[ClusterClient]]
+ClusterFn = Callable[[ClusterSpec], LocalCluster]
+
+
+@pytest.mark.integration
+async def test_deleted_job_on_an_unreachable_worker_is_released_after_worker_lost_timeout(
+        client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns, worker_lost_timeout=8.0) as env:
+        await env.start()
+        created = await env.create(make_job("held", duration_ms=60000, annotations={ANNOTATION_PIN: "worker-2"}))
+        uid = created["metadata"]["uid"]
+        await wait_for(lambda: env.copies(uid), timeout=30, what="copy on worker-2")
+        before = metrics.COPIES_LEFT_FOR_GC.labels("worker-2")._value.get()
+        w2 = env.clusters["worker-2"]
+        w2.stop()
+        try:
+            await env.manager.delete(JOBS, ns, "held")
+            await asyncio.sleep(3)
+            held = await env.get("held")  # within workerLostTimeout the finalizer still waits
+            assert held is not None and FINALIZER in held["metadata"]["finalizers"]
+            await env.wait_gone("held", timeout=30)
+            event = await env.wait_event("held", "CopyLeftForGC", timeout=10)
+            assert "worker-2" in event["message"] and "garbage collection" in event["message"]
+            assert metrics.COPIES_LEFT_FOR_GC.labels("worker-2")._value.get() > before
+        finally:
+            w2.start()
+        # The returned worker's copy belongs to a manager Job that is gone: GC deletes it.
+        await env.wait_gone("held", env.workers["worker-2"], timeout=60)
+
+
+async def _claimed_and_running(env: MirrorEnv, name: str) -> str:
+    created = await env.create(make_job(name, duration_ms=60000))
+    uid = str(created["metadata"]["uid"])
+
+    async def stamped() -> bool:
+        j = await env.get(name)
+        md = (j or {}).get("metadata") or {}
+        return FINALIZER in (md.get("finalizers") or []) and (md.get("annotations") or {}).get(
+            ANNOTATION_CLAIMED_BY) == env.origin
+
+    await wait_for(stamped, timeout=30, what=f"{name} claimed")
+    await wait_for(lambda: env.copies(uid), timeout=30, what=f"copy of {name}")
+    return uid
+
+
+async def _released_and_deletable(env: MirrorEnv, name: str, uid: str) -> None:
+    async def released() -> bool:
+        j = await env.get(name)
+        return j is not None and FINALIZER not in (j["metadata"].get("finalizers") or [])
+
+    await wait_for(released, timeout=30, what=f"finalizer released from {name}")
+    event = await env.wait_event(name, "FinalizerReleased", timeout=10)
+    assert "no longer claimed" in event["message"] and "left as it is" in event["message"]
+    assert await env.copies(uid) != {}  # the copy is not ours to touch any more
+    await env.manager.delete(JOBS, env.ns, name)
+    await env.wait_gone(name, timeout=10)  # deletion does not hang
+
+
+@pytest.mark.integration
+async def test_narrowing_namespaces_releases_the_finalizer(client_for: ClientFor, cluster: ClusterFn,
+                                                           ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        uid = await _claimed_and_running(env, "narrowed")
+        await env.stop()
+        await env.start(env.config_with(namespaces=[f"{ns}-elsewhere"]))
+        await _released_and_deletable(env, "narrowed", uid)
+
+
+@pytest.mark.integration
+async def test_changing_controller_name_releases_the_finalizer(client_for: ClientFor, cluster: ClusterFn,
+                                                               ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        uid = await _claimed_and_running(env, "renamed")
+        await env.stop()
+        await env.start(env.config_with(controller_name="example.com/other-mirror"))
+        await _released_and_deletable(env, "renamed", uid)
