@@ -15,7 +15,13 @@ from enum import StrEnum
 from jobapi.objects import annotations_of
 from kruntime.resources import Obj
 from mirror.kinds import MirroredKind
-from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME, FINALIZER
+from mirror.naming import (
+    ANNOTATION_CLAIMED_BY,
+    ANNOTATION_CLUSTER,
+    ANNOTATION_DELETE_PROPAGATION,
+    ANNOTATION_REMOTE_NAME,
+    FINALIZER,
+)
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,22 @@ def release_unclaimed(obj: Obj, *, claimed: bool, claimed_in_any_namespace: bool
     if stamp is not None:
         return stamp == origin
     return claimed_in_any_namespace
+
+
+PROPAGATIONS = ("Orphan", "Foreground", "Background")
+
+
+def copy_propagation(obj: Obj) -> str:
+    """How to delete the copy of a deleted manager object: its ``delete-propagation`` annotation.
+
+    ``Orphan`` leaves the copy's pods running on the worker; ``Foreground`` deletes them before
+    the copy, and the manager object waits for that; anything else is ``Background``. Not read
+    from ``kubectl delete --cascade``: the manager's garbage collector removes the ``orphan`` /
+    ``foregroundDeletion`` finalizer from a Job without dependents within milliseconds, so a
+    controller sees it only sometimes, and a choice that depends on a race is worse than none.
+    """
+    value = annotations_of(obj).get(ANNOTATION_DELETE_PROPAGATION, "")
+    return value if value in PROPAGATIONS else "Background"
 
 
 #: seconds a worker that refused a Job's copy is skipped when placing that Job again

@@ -35,6 +35,7 @@ from mirror.decisions import (
     cleanup_waits_for,
     collision_action,
     collision_retry_delay,
+    copy_propagation,
     decide,
     decide_placed,
     is_refusal,
@@ -531,14 +532,20 @@ class Reconciler:
                     job["metadata"]["name"], worker.name, why, delay)
         return delay
 
-    async def _delete_remote(self, job: Obj, worker: WorkerCluster, remote: Obj, reason: str) -> bool:
-        """Delete one of our copies (background propagation: its pods go too). True when gone."""
+    async def _delete_remote(self, job: Obj, worker: WorkerCluster, remote: Obj, reason: str,
+                             propagation: str = "Background") -> bool:
+        """Delete one of our copies (background propagation by default: its pods go too). True when gone.
+
+        Foreground: True only once the worker has deleted the pods and then the copy.
+        """
         if not worker.healthy:
             return False
         md = remote["metadata"]
+        if propagation == "Foreground" and md.get("deletionTimestamp"):
+            return False  # being deleted, dependents first: wait for it to vanish from the cache
         try:
-            await self._remote_call(worker, worker.client.delete(self.resource, md["namespace"], md["name"],
-                                                                 propagation="Background", uid=md.get("uid")))
+            answer = await self._remote_call(worker, worker.client.delete(
+                self.resource, md["namespace"], md["name"], propagation=propagation, uid=md.get("uid")))
         except ApiError as exc:
             if exc.not_found:
                 return True
@@ -555,9 +562,11 @@ class Reconciler:
         uid = job["metadata"]["uid"]
         self._attempted[worker.name].discard(uid)  # known gone: no need to ask the server again
         self._pending[worker.name].discard(uid)
+        how = "" if propagation == "Background" else f", propagation {propagation}"
         self.recorder.event(job, NORMAL, "RemoteDeleted",
-                            f"deleted {md['namespace']}/{md['name']} on worker {worker.name} ({reason})")
-        return True
+                            f"deleted {md['namespace']}/{md['name']} on worker {worker.name} ({reason}{how})")
+        # A foreground delete answers with the object while its pods are still being deleted.
+        return propagation != "Foreground" or answer.get("kind") == "Status"
 
     # -- manager writes -------------------------------------------------------------------
 
@@ -617,6 +626,7 @@ class Reconciler:
         uid = job["metadata"]["uid"]
         deleted = bool(job["metadata"].get("deletionTimestamp"))
         reason = "deleted" if deleted else "finished"
+        propagation = copy_propagation(job) if deleted else "Background"
         all_gone = True
         left: set[str] = set()  # deleted Job, copy on a worker lost past workerLostTimeout: left for GC
 
@@ -628,7 +638,7 @@ class Reconciler:
             if gives_up_on(self.workers[name]):
                 left.add(name)
                 continue
-            all_gone &= await self._delete_remote(job, self.workers[name], c, reason)
+            all_gone &= await self._delete_remote(job, self.workers[name], c, reason, propagation)
         placement = placement_of(job)
         pw = self.workers.get(placement.worker or "")
         trusted = pw is not None and pw.synced(self.kind) and uid not in self._attempted[pw.name]
@@ -648,7 +658,7 @@ class Reconciler:
                         raise
                 else:
                     if self.kind.is_our_copy(remote, origin=self.origin, manager_uid=uid):
-                        all_gone &= await self._delete_remote(job, pw, remote, reason)
+                        all_gone &= await self._delete_remote(job, pw, remote, reason, propagation)
         if not all_gone:
             refusals = self._refusal_reports.get(uid, 0)
             return collision_retry_delay(refusals, base=min(self.cfg.resync_period, 5.0))

@@ -14,15 +14,17 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from clusterbed.cluster import ClusterSpec, LocalCluster
+from jobapi.names import JOB_NAME_LABELS
 from kruntime.client import ClusterClient
-from kruntime.resources import JOBS
+from kruntime.resources import JOBS, PODS
 from mirror import metrics
-from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_PIN, FINALIZER
+from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_DELETE_PROPAGATION, ANNOTATION_PIN, FINALIZER
 from tests.conftest import wait_for
 from tests.integration.mirror_env import MirrorEnv, make_job, mirror_env
 
 ClientFor = Callable[[ClusterSpec], Awaitable[ClusterClient]]
 ClusterFn = Callable[[ClusterSpec], LocalCluster]
+JOB_NAME_LABEL = JOB_NAME_LABELS[1]
 
 
 @pytest.mark.integration
@@ -99,3 +101,50 @@ async def test_changing_controller_name_releases_the_finalizer(client_for: Clien
         await env.stop()
         await env.start(env.config_with(controller_name="example.com/other-mirror"))
         await _released_and_deletable(env, "renamed", uid)
+
+
+async def _copy_pods(env: MirrorEnv, name: str) -> list[str]:
+    items, _ = await env.workers["worker-1"].list_all(PODS, env.ns, label_selector=f"{JOB_NAME_LABEL}={name}")
+    return [p["metadata"]["name"] for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+async def _running_on_worker_1(env: MirrorEnv, name: str, propagation: str) -> None:
+    await env.create(make_job(name, completions=2, parallelism=2, duration_ms=60000,
+                              annotations={ANNOTATION_PIN: "worker-1", ANNOTATION_DELETE_PROPAGATION: propagation}))
+
+    async def pods_up() -> bool:
+        return len(await _copy_pods(env, name)) == 2
+
+    await wait_for(pods_up, timeout=60, what=f"two pods of {name} on worker-1")
+
+
+@pytest.mark.integration
+async def test_orphan_annotation_orphans_the_copys_pods_on_the_worker(client_for: ClientFor, cluster: ClusterFn,
+                                                                          ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        await _running_on_worker_1(env, "orphaned", "Orphan")
+        pods = await _copy_pods(env, "orphaned")
+        await env.manager.delete(JOBS, ns, "orphaned")
+        await env.wait_gone("orphaned", timeout=30)
+        await env.wait_gone("orphaned", env.workers["worker-1"], timeout=30)
+        event = await env.wait_event("orphaned", "RemoteDeleted", timeout=10)
+        assert "propagation Orphan" in event["message"]
+        await asyncio.sleep(2)
+        assert sorted(await _copy_pods(env, "orphaned")) == sorted(pods)  # still running, orphaned
+
+
+@pytest.mark.integration
+async def test_foreground_annotation_holds_the_manager_job_until_the_remote_pods_are_gone(
+        client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        await env.start()
+        await _running_on_worker_1(env, "fg", "Foreground")
+        await env.manager.delete(JOBS, ns, "fg")
+        await env.wait_gone("fg", timeout=60)
+        # Released only after the worker deleted the pods, then the copy.
+        assert await env.get("fg", env.workers["worker-1"]) is None
+        items, _ = await env.workers["worker-1"].list_all(PODS, ns, label_selector=f"{JOB_NAME_LABEL}=fg")
+        assert items == []
+        event = await env.wait_event("fg", "RemoteDeleted", timeout=10)
+        assert "propagation Foreground" in event["message"]

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from mirror.decisions import cleanup_waits_for, release_unclaimed
-from mirror.naming import ANNOTATION_CLAIMED_BY, FINALIZER
+from mirror.decisions import cleanup_waits_for, copy_propagation, release_unclaimed
+from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_DELETE_PROPAGATION, FINALIZER
 from mirror.remote_copy import build_remote_copy
 
 
@@ -49,3 +49,28 @@ def test_release_unclaimed(obj: dict[str, Any], claimed: bool, claimed_in_any_na
 def test_claim_stamp_does_not_travel_to_the_copy() -> None:
     copy = build_remote_copy(job(stamp="o1"), origin="o1", origin_cluster="c", remote_name="j")
     assert ANNOTATION_CLAIMED_BY not in copy["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "expected"),
+    [
+        (None, "Background"),
+        ("Orphan", "Orphan"),
+        ("Foreground", "Foreground"),
+        ("Background", "Background"),
+        ("orphan", "Background"),  # exact values only, as the API's propagationPolicy
+        ("", "Background"),
+    ],
+)
+def test_copy_propagation_follows_the_annotation(annotation: str | None, expected: str) -> None:
+    obj = job()
+    if annotation is not None:
+        obj["metadata"]["annotations"] = {ANNOTATION_DELETE_PROPAGATION: annotation}
+    assert copy_propagation(obj) == expected
+
+
+def test_delete_propagation_annotation_does_not_travel_to_the_copy() -> None:
+    obj = job()
+    obj["metadata"]["annotations"] = {ANNOTATION_DELETE_PROPAGATION: "Orphan"}
+    copy = build_remote_copy(obj, origin="o1", origin_cluster="c", remote_name="j")
+    assert ANNOTATION_DELETE_PROPAGATION not in copy["metadata"]["annotations"]
