@@ -38,12 +38,17 @@ async def _decide(env: MirrorEnv, name: str, ctype: str, reason: str, message: s
     await env.manager.patch(JOBS, env.ns, name, {"status": {"conditions": conds}}, subresource="status")
 
 
-async def _running(env: MirrorEnv, name: str, succeeded: int = 0) -> None:
+async def _progressing_on_worker_1(env: MirrorEnv, name: str) -> str:
+    """A 5-completion Job pinned to worker-1, once one completion is mirrored; its uid."""
+    created = await env.create(make_job(name, completions=5, parallelism=1, duration_ms=1500,
+                                        annotations={ANNOTATION_PIN: "worker-1"}))
+
     async def probe() -> bool:
         st = ((await env.get(name)) or {}).get("status") or {}
-        return bool(st.get("active")) and int(st.get("succeeded") or 0) >= succeeded
+        return bool(st.get("active")) and int(st.get("succeeded") or 0) >= 1
 
-    await wait_for(probe, timeout=60, what=f"{name} running with {succeeded}+ succeeded")
+    await wait_for(probe, timeout=60, what=f"{name} running with 1+ succeeded")
+    return str(created["metadata"]["uid"])
 
 
 @pytest.mark.integration
@@ -52,10 +57,7 @@ async def test_decided_job_whose_copy_is_deleted_on_the_worker_is_finished_not_r
     async with mirror_env(client_for, cluster, ns) as env:
         w1 = env.workers["worker-1"]
         await env.start()
-        created = await env.create(make_job("decided", completions=5, parallelism=1, duration_ms=1500,
-                                            annotations={ANNOTATION_PIN: "worker-1"}))
-        uid = created["metadata"]["uid"]
-        await _running(env, "decided", succeeded=1)
+        uid = await _progressing_on_worker_1(env, "decided")
         await _decide(env, "decided", "SuccessCriteriaMet", "CompletionsReached", "decided by the test")
         await w1.delete(JOBS, ns, "decided")
         event = await env.wait_event("decided", "FinishedWithoutCopy", timeout=30)
@@ -78,10 +80,7 @@ async def test_decided_job_on_a_lost_worker_is_finished_not_redispatched(client_
     async with mirror_env(client_for, cluster, ns, worker_lost_timeout=5.0) as env:
         w1 = env.clusters["worker-1"]
         await env.start()
-        created = await env.create(make_job("lost", completions=5, parallelism=1, duration_ms=1500,
-                                            annotations={ANNOTATION_PIN: "worker-1"}))
-        uid = created["metadata"]["uid"]
-        await _running(env, "lost", succeeded=1)
+        uid = await _progressing_on_worker_1(env, "lost")
         await env.manager.patch(JOBS, ns, "lost", {"metadata": {"annotations": {ANNOTATION_PIN: None}}})
         await _decide(env, "lost", "FailureTarget", "BackoffLimitExceeded", "decided by the test")
         w1.stop()

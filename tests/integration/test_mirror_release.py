@@ -82,25 +82,19 @@ async def _released_and_deletable(env: MirrorEnv, name: str, uid: str) -> None:
 
 
 @pytest.mark.integration
-async def test_narrowing_namespaces_releases_the_finalizer(client_for: ClientFor, cluster: ClusterFn,
-                                                           ns: str) -> None:
+@pytest.mark.parametrize("change", ["narrowed-namespaces", "renamed-controller"])
+async def test_jobs_no_longer_claimed_lose_the_finalizer(client_for: ClientFor, cluster: ClusterFn, ns: str,
+                                                         change: str) -> None:
+    """Restarted with ``namespaces`` narrowed, or another ``controllerName``: our finalizer goes."""
     async with mirror_env(client_for, cluster, ns) as env:
         await env.start()
-        uid = await _claimed_and_running(env, "narrowed")
+        uid = await _claimed_and_running(env, "unclaimed")
         await env.stop()
-        await env.start(env.config_with(namespaces=[f"{ns}-elsewhere"]))
-        await _released_and_deletable(env, "narrowed", uid)
-
-
-@pytest.mark.integration
-async def test_changing_controller_name_releases_the_finalizer(client_for: ClientFor, cluster: ClusterFn,
-                                                               ns: str) -> None:
-    async with mirror_env(client_for, cluster, ns) as env:
-        await env.start()
-        uid = await _claimed_and_running(env, "renamed")
-        await env.stop()
-        await env.start(env.config_with(controller_name="example.com/other-mirror"))
-        await _released_and_deletable(env, "renamed", uid)
+        if change == "narrowed-namespaces":
+            await env.start(env.config_with(namespaces=[f"{ns}-elsewhere"]))
+        else:
+            await env.start(env.config_with(controller_name="example.com/other-mirror"))
+        await _released_and_deletable(env, "unclaimed", uid)
 
 
 async def _copy_pods(env: MirrorEnv, name: str) -> list[str]:

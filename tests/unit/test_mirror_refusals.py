@@ -28,17 +28,15 @@ def test_is_refusal(status: int, missing_namespace: bool, expected: bool) -> Non
     assert is_refusal(status, missing_namespace=missing_namespace) is expected
 
 
-@pytest.mark.parametrize(
-    ("pinned", "alternative", "expected"),
-    [
-        (False, True, RefusalAction.REPLACE),
-        (False, False, RefusalAction.RETRY),
-        (True, True, RefusalAction.RETRY),
-        (True, False, RefusalAction.RETRY),
-    ],
-)
-def test_refusal_action(pinned: bool, alternative: bool, expected: RefusalAction) -> None:
-    assert refusal_action(pinned=pinned, alternative=alternative) is expected
+def test_refusal_action_moves_only_unpinned_jobs_with_somewhere_to_go() -> None:
+    table = {  # (pinned, another worker can take it) -> action
+        (False, True): RefusalAction.REPLACE,
+        (False, False): RefusalAction.RETRY,
+        (True, True): RefusalAction.RETRY,
+        (True, False): RefusalAction.RETRY,
+    }
+    for (pinned, alternative), expected in table.items():
+        assert refusal_action(pinned=pinned, alternative=alternative) is expected, (pinned, alternative)
 
 
 def test_refusal_exclusions_expire() -> None:
