@@ -596,8 +596,12 @@ class Reconciler:
         if FINALIZER not in fins:
             return
         md = job["metadata"]
-        self._remember(await self.manager.patch(self.resource, md["namespace"], md["name"], {"metadata": {
-            "resourceVersion": md["resourceVersion"], "finalizers": [f for f in fins if f != FINALIZER]}}))
+        try:
+            self._remember(await self.manager.patch(self.resource, md["namespace"], md["name"], {"metadata": {
+                "resourceVersion": md["resourceVersion"], "finalizers": [f for f in fins if f != FINALIZER]}}))
+        except ApiError as exc:
+            if not exc.not_found:  # gone already (a deletion completed under a stale cache): nothing to release
+                raise
 
     async def _finish(self, job: Obj, copies: dict[str, Obj]) -> float | None:
         if self.cfg.keep_finished_remote:
