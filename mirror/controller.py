@@ -23,7 +23,7 @@ from mirror import gc
 from mirror.config import Config
 from mirror.job_kind import JOB_KIND
 from mirror.kinds import MirroredKind, QueueKey, manager_key_of
-from mirror.naming import FIELD_MANAGER
+from mirror.naming import FIELD_MANAGER, FINALIZER
 from mirror.placement import policy_for
 from mirror.reconciler import Reconciler
 from mirror.workers import WorkerCluster
@@ -112,6 +112,9 @@ class MirrorController:
     def _manager_handler(self, kind: MirroredKind) -> Callable[[str, Obj | None, Obj], None]:
         def on_manager_object(etype: str, old: Obj | None, new: Obj) -> None:
             if not kind.claims(new, self.cfg):
+                if FINALIZER in (new["metadata"].get("finalizers") or []):
+                    # Maybe claimed before namespaces/controllerName changed: the reconcile decides.
+                    self.queue.add(QueueKey(kind.name, key_of(new)))
                 return
             if etype == "MODIFIED" and old is not None and status_only_change(old, new):
                 return  # our own status write: the pass that wrote it acted on it (resync covers others)

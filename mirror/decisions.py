@@ -7,7 +7,7 @@ makes the path testable without a cluster and for any kind.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -15,7 +15,13 @@ from enum import StrEnum
 from jobapi.objects import annotations_of
 from kruntime.resources import Obj
 from mirror.kinds import MirroredKind
-from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME
+from mirror.naming import (
+    ANNOTATION_CLAIMED_BY,
+    ANNOTATION_CLUSTER,
+    ANNOTATION_DELETE_PROPAGATION,
+    ANNOTATION_REMOTE_NAME,
+    FINALIZER,
+)
 
 
 @dataclass(frozen=True)
@@ -98,5 +104,75 @@ def collision_action(*, pinned: bool, same_workload: bool) -> CollisionAction:
 
 
 def collision_retry_delay(reports: int, *, base: float, cap: float = 300.0) -> float:
-    """Seconds until a reported collision is looked at again: doubling from ``base``, at most ``cap``."""
+    """Seconds until a reported collision (or refusal) is looked at again: doubling from ``base``, at most ``cap``."""
     return float(min(cap, base * 2 ** max(0, reports - 1)))
+
+
+def cleanup_waits_for(down_for: float, *, worker_lost_timeout: float) -> bool:
+    """Whether a deleted object's finalizer still waits for its copy on a worker down ``down_for`` s.
+
+    Deletion never hangs forever: past ``workerLostTimeout`` the copy is left for GC (which
+    deletes it when the worker answers, since its manager object is then gone).
+    """
+    return down_for < worker_lost_timeout
+
+
+def release_unclaimed(obj: Obj, *, claimed: bool, claimed_in_any_namespace: bool, origin: str) -> bool:
+    """Whether to remove our finalizer from ``obj`` because this installation no longer claims it.
+
+    Ours to release: stamped with our ``origin`` when we added it, or (objects finalized before
+    the stamp) claimed by our ``controllerName`` but in a namespace we no longer watch. Another
+    installation's objects carry its own origin and are never touched.
+    """
+    if claimed or FINALIZER not in (obj["metadata"].get("finalizers") or []):
+        return False
+    stamp = annotations_of(obj).get(ANNOTATION_CLAIMED_BY)
+    if stamp is not None:
+        return stamp == origin
+    return claimed_in_any_namespace
+
+
+PROPAGATIONS = ("Orphan", "Foreground", "Background")
+
+
+def copy_propagation(obj: Obj) -> str:
+    """How to delete the copy of a deleted manager object: its ``delete-propagation`` annotation.
+
+    ``Orphan`` leaves the copy's pods running on the worker; ``Foreground`` deletes them before
+    the copy, and the manager object waits for that; anything else is ``Background``. Not read
+    from ``kubectl delete --cascade``: the manager's garbage collector removes the ``orphan`` /
+    ``foregroundDeletion`` finalizer from a Job without dependents within milliseconds, so a
+    controller sees it only sometimes, and a choice that depends on a race is worse than none.
+    """
+    value = annotations_of(obj).get(ANNOTATION_DELETE_PROPAGATION, "")
+    return value if value in PROPAGATIONS else "Background"
+
+
+#: seconds a worker that refused a Job's copy is skipped when placing that Job again
+REFUSAL_EXCLUSION = 300.0
+
+
+def is_refusal(status: int, *, missing_namespace: bool = False) -> bool:
+    """True for a worker's definite "no" to one object (quota, admission, terminating namespace, 422).
+
+    Transport errors, 5xx and 429 are the worker's trouble, not a verdict on the object, and
+    401 is its credentials; 409 (exists / conflict) and a missing namespace have their own paths.
+    """
+    return 400 <= status < 500 and status not in (401, 408, 409, 429) and not missing_namespace
+
+
+class RefusalAction(StrEnum):
+    """What to do after a worker refused to create a Job's copy."""
+
+    REPLACE = "replace"  # place the Job on another healthy worker (the refusing one excluded for a while)
+    RETRY = "retry"  # stay and retry there with backoff, saying so
+
+
+def refusal_action(*, pinned: bool, alternative: bool) -> RefusalAction:
+    """Unpinned Jobs move when another worker can take them; pinned ones only run where pinned."""
+    return RefusalAction.REPLACE if alternative and not pinned else RefusalAction.RETRY
+
+
+def refusal_exclusions(until: Mapping[str, float], now: float) -> frozenset[str]:
+    """The workers still excluded at ``now`` (monotonic seconds), from each one's exclusion deadline."""
+    return frozenset(name for name, deadline in until.items() if deadline > now)

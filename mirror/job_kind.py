@@ -36,6 +36,9 @@ class JobKind:
     def desired_status(self, manager: Obj, remote: Obj | None, now: datetime) -> Obj:
         return status.desired_manager_status(manager, remote, now)
 
+    def decided_status(self, manager: Obj, now: datetime) -> Obj | None:
+        return status.decided_final_status(manager, now)
+
     def status_differs(self, current: Obj | None, desired: Obj | None) -> bool:
         return status.status_differs(current, desired)
 

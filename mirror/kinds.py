@@ -50,6 +50,14 @@ class MirroredKind(Protocol):
         """The manager's status given its copy (None: no copy yet, or its worker is unreachable)."""
         ...
 
+    def decided_status(self, manager: Obj, now: datetime) -> Obj | None:
+        """The terminal status of an object whose outcome is decided but not yet written, else None.
+
+        Its copy vanished (deleted on the worker, worker lost): a decided outcome is final,
+        so the object is finished from its last mirrored status, never run again.
+        """
+        ...
+
     def status_differs(self, current: Obj | None, desired: Obj | None) -> bool:
         """Whether writing ``desired`` would change the stored ``current`` status."""
         ...

@@ -21,3 +21,11 @@ GC_UNPROVEN = Gauge("jobmirror_gc_unproven_copies", "Copies with our origin labe
                     "nothing proves this manager made them", ["worker"])
 NAME_COLLISIONS = Counter("jobmirror_name_collisions_total", "Placed workers holding a same-named object that is "
                           "not our copy", ["worker"])
+COPIES_LEFT_FOR_GC = Counter("jobmirror_copies_left_for_gc_total", "Deleted manager Jobs whose finalizer was "
+                             "released after workerLostTimeout with their copy on an unreachable worker left for GC",
+                             ["worker"])
+UNCLAIMED_RELEASES = Counter("jobmirror_unclaimed_releases_total", "Finalizers released from Jobs this installation "
+                             "no longer claims (namespaces narrowed, controllerName changed)")
+WORKER_REFUSALS = Counter("jobmirror_worker_refusals_total", "Creates, spec patches and deletes of a copy that a "
+                          "worker refused with a 4xx (quota, admission, terminating namespace, invalid)",
+                          ["worker", "verb"])

@@ -29,6 +29,11 @@ ANNOTATION_CLUSTER = "jobmirror.dev/cluster"
 ANNOTATION_REMOTE_NAME = "jobmirror.dev/remote-name"
 ANNOTATION_PIN = "jobmirror.dev/pin-cluster"
 FINALIZER = "jobmirror.dev/cleanup"
+#: the ``origin`` of the installation that added FINALIZER: lets it release the finalizer
+#: once it no longer claims the Job (namespaces narrowed, controllerName changed)
+ANNOTATION_CLAIMED_BY = "jobmirror.dev/claimed-by"
+#: set by a user: how the copy is deleted when the manager Job is (Orphan | Foreground | Background)
+ANNOTATION_DELETE_PROPAGATION = "jobmirror.dev/delete-propagation"
 
 FIELD_MANAGER = "jobmirror"
 

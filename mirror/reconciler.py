@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,19 +27,28 @@ from kruntime.resources import NAMESPACES, Obj
 from mirror import metrics
 from mirror.config import Config, MissingNamespace
 from mirror.decisions import (
+    REFUSAL_EXCLUSION,
     CollisionAction,
     Placement,
+    RefusalAction,
     Step,
+    cleanup_waits_for,
     collision_action,
     collision_retry_delay,
+    copy_propagation,
     decide,
     decide_placed,
+    is_refusal,
     placement_of,
     plan_copy,
+    refusal_action,
+    refusal_exclusions,
+    release_unclaimed,
     status_to_write,
 )
 from mirror.kinds import MirroredKind
 from mirror.naming import (
+    ANNOTATION_CLAIMED_BY,
     ANNOTATION_CLUSTER,
     ANNOTATION_PIN,
     ANNOTATION_REMOTE_NAME,
@@ -63,6 +73,12 @@ class WorkerBusy(Exception):
     expected = True
 
 
+class CopyVanished(Exception):
+    """The decided Job's copy is gone from a healthy worker: finish it, never create it again."""
+
+    expected = True
+
+
 class StatusRejected(Exception):
     """The manager API server refused the translated status (counted, evented, retried)."""
 
@@ -71,6 +87,10 @@ class StatusRejected(Exception):
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _missing_namespace(exc: ApiError) -> bool:
+    return exc.not_found and (exc.body.get("details") or {}).get("kind") == "namespaces"
 
 
 @dataclass(eq=False)
@@ -101,12 +121,23 @@ class Reconciler:
         self._collided: dict[str, set[str]] = {}
         #: per manager uid, how often a collision was reported (the retry backoff)
         self._collision_reports: dict[str, int] = {}
+        #: per manager uid, the workers that refused its copy, each until a monotonic deadline
+        self._refused: dict[str, dict[str, float]] = {}
+        #: per manager uid, how many refusals in a row (the retry backoff)
+        self._refusal_reports: dict[str, int] = {}
+        #: per manager uid, when a refused spec patch may be tried again (monotonic)
+        self._patch_not_before: dict[str, float] = {}
 
     # -- entry point ----------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> float | None:
         job = self._fresher(key, self.jobs.get(key))
-        if job is None or not self.kind.claims(job, self.cfg):
+        if job is None:
+            return None
+        if not self.kind.claims(job, self.cfg):
+            if release_unclaimed(job, claimed=False, origin=self.origin, claimed_in_any_namespace=self.kind.claims(
+                    job, self.cfg.model_copy(update={"namespaces": []}))):
+                await self._release_unclaimed(job)
             return None
         with metrics.SYNC_LATENCY.time():
             try:
@@ -164,23 +195,28 @@ class Reconciler:
 
         remote = copies.get(worker.name)
         if remote is None:
-            remote = await self._find_or_create(job, worker, placement)
+            try:
+                remote = await self._find_or_create(job, worker, placement)
+            except CopyVanished as gone:
+                return await self._finish_decided(job, str(gone))
+            except ApiError as exc:
+                if not is_refusal(exc.status, missing_namespace=_missing_namespace(exc)):
+                    raise
+                return await self._create_refused(job, worker, exc)
             if remote is None:
                 return self.cfg.resync_period
         plan = plan_copy(self.kind, job, remote, origin=self.origin)
         if plan.collision:
             return await self._collision(job, worker, remote)
 
-        if plan.spec_patch is not None:
-            remote = await self._remote_call(
-                worker, worker.client.patch(self.resource, remote["metadata"]["namespace"], remote["metadata"]["name"],
-                                            plan.spec_patch)
-            )
+        # Status first: a worker refusing the spec change must not stop the mirroring.
         job = await self._write_status(job, remote)
         if self.kind.is_finished(job):
             # Finish in this pass: the status write's own watch event is not waited for
             # (status-only manager events are not enqueued, see controller.py).
             return await self._finish(job, copies | {worker.name: remote})
+        if plan.spec_patch is not None:
+            return await self._patch_copy(job, worker, remote, plan.spec_patch)
         return self.cfg.resync_period
 
     # -- read-your-writes ------------------------------------------------------------------
@@ -238,9 +274,16 @@ class Reconciler:
         ]
 
     def _choose(self, job: Obj, exclude: Collection[str]) -> str:
-        """The policy's worker for ``job``, never one that already refused its name (raises NoWorker)."""
-        excluded = {*exclude, *self._collided.get(job["metadata"]["uid"], ())}
-        chosen = self.policy.choose(self.worker_views(excluded), annotations_of(job).get(ANNOTATION_PIN))
+        """The policy's worker for ``job``, never one that refused its name, nor (unpinned) lately its copy.
+
+        Raises NoWorker.
+        """
+        uid = job["metadata"]["uid"]
+        pin = annotations_of(job).get(ANNOTATION_PIN)
+        excluded = {*exclude, *self._collided.get(uid, ())}
+        if not pin:
+            excluded |= refusal_exclusions(self._refused.get(uid, {}), time.monotonic())
+        chosen = self.policy.choose(self.worker_views(excluded), pin)
         if chosen is None:
             raise NoWorker("the placement policy chose none")
         return chosen
@@ -271,7 +314,8 @@ class Reconciler:
         md = job["metadata"]
         meta_patch: Obj = {
             "resourceVersion": md["resourceVersion"],
-            "annotations": {ANNOTATION_CLUSTER: worker, ANNOTATION_REMOTE_NAME: remote_name},
+            "annotations": {ANNOTATION_CLUSTER: worker, ANNOTATION_REMOTE_NAME: remote_name,
+                            ANNOTATION_CLAIMED_BY: self.origin},
         }
         fins = md.get("finalizers") or []
         if FINALIZER not in fins:
@@ -309,6 +353,9 @@ class Reconciler:
         reason = (f"worker {old} unreachable for {down_for:.0f}s (workerLostTimeout "
                   f"{self.cfg.worker_lost_timeout:.0f}s): {worker.last_error if worker else 'not configured'}")
         self.recorder.event(job, WARNING, "WorkerLost", reason)
+        if self.kind.decided_status(job, self.now()) is not None:
+            finished = await self._finish_decided(job, f"its worker {old} is lost")
+            return 0.0 if finished is None else finished
         job, new = await self._place(job, exclude=old)
         if new.worker is None:
             return self.cfg.resync_period
@@ -346,6 +393,8 @@ class Reconciler:
             except ApiError as exc:
                 if not exc.not_found:
                     raise
+        if self.kind.decided_status(job, self.now()) is not None:
+            raise CopyVanished(f"its copy {ns}/{placement.remote_name} is gone from worker {worker.name}")
         if self.kind.is_suspended(job):
             await self._write_status(job, None)
             return None
@@ -361,6 +410,7 @@ class Reconciler:
             return None
         self._pending[worker.name].add(job["metadata"]["uid"])
         metrics.DISPATCHES.labels(worker.name).inc()
+        self._refusal_reports.pop(job["metadata"]["uid"], None)
         self.recorder.event(job, NORMAL, "Dispatched", f"created {ns}/{placement.remote_name} on worker {worker.name}")
         return created
 
@@ -369,8 +419,7 @@ class Reconciler:
         try:
             return await self._remote_call(worker, worker.client.create(self.resource, ns, body))
         except ApiError as exc:
-            missing_ns = exc.not_found and (exc.body.get("details") or {}).get("kind") == "namespaces"
-            if not missing_ns:
+            if not _missing_namespace(exc):
                 raise
         if self.cfg.missing_namespace == MissingNamespace.REPORT:
             self.recorder.event(job, WARNING, "NamespaceMissing",
@@ -384,6 +433,67 @@ class Reconciler:
             if not exc.already_exists:
                 raise
         return await self._remote_call(worker, worker.client.create(self.resource, ns, body))
+
+    def _refusal_delay(self, uid: str) -> float:
+        """Count one more refusal for ``uid``; the seconds until it is tried again (doubling, capped)."""
+        reports = self._refusal_reports[uid] = self._refusal_reports.get(uid, 0) + 1
+        return collision_retry_delay(reports, base=self.cfg.resync_period)
+
+    async def _create_refused(self, job: Obj, worker: WorkerCluster, exc: ApiError) -> float:
+        """The worker said no to the copy: say so at once, and move the Job or retry with backoff.
+
+        The worker is excluded for this Job for ``REFUSAL_EXCLUSION`` seconds (quota frees up,
+        policies change); nothing runs there, so it is not counted as load.
+        """
+        md = job["metadata"]
+        uid = md["uid"]
+        self._pending[worker.name].discard(uid)
+        self._attempted[worker.name].discard(uid)  # a refused create left nothing behind
+        metrics.WORKER_REFUSALS.labels(worker.name, "create").inc()
+        self._refused.setdefault(uid, {})[worker.name] = time.monotonic() + REFUSAL_EXCLUSION
+        delay = self._refusal_delay(uid)
+        what = f"worker {worker.name} refused to create {md['namespace']}/{md['name']}: {exc.message}"
+        pinned = ANNOTATION_PIN in annotations_of(job)
+        chosen: str | None = None
+        why = f"the Job is pinned to {worker.name}"
+        if not pinned:
+            try:
+                chosen = self._choose(job, ())
+            except NoWorker as no:
+                why = f"no other worker accepts it now ({no})"
+        if chosen is not None and refusal_action(pinned=pinned, alternative=True) is RefusalAction.REPLACE:
+            job, _ = await self._place_on(job, chosen)
+            self.recorder.event(job, WARNING, "WorkerRefused", f"{what}; placed on {chosen} instead")
+            metrics.REDISPATCHES.labels(worker.name, chosen).inc()
+            return 0.0
+        self.recorder.event(job, WARNING, "WorkerRefused", f"{what}; {why}: retried with backoff (at most every "
+                            f"{collision_retry_delay(99, base=self.cfg.resync_period):.0f}s)")
+        log.warning("%s/%s: worker %s refused the copy (%s); next try in %.0fs", md["namespace"], md["name"],
+                    worker.name, exc.message, delay)
+        return delay
+
+    async def _patch_copy(self, job: Obj, worker: WorkerCluster, remote: Obj, patch: Obj) -> float:
+        """Bring the copy's mutable spec in line; a refusal is evented and retried with backoff."""
+        uid = job["metadata"]["uid"]
+        if time.monotonic() < self._patch_not_before.get(uid, 0.0):
+            return max(0.5, self._patch_not_before[uid] - time.monotonic())
+        md = remote["metadata"]
+        try:
+            await self._remote_call(worker, worker.client.patch(self.resource, md["namespace"], md["name"], patch))
+        except ApiError as exc:
+            if not is_refusal(exc.status):
+                raise
+            metrics.WORKER_REFUSALS.labels(worker.name, "patch").inc()
+            delay = self._refusal_delay(uid)
+            self._patch_not_before[uid] = time.monotonic() + delay
+            self.recorder.event(job, WARNING, "WorkerRefused", f"worker {worker.name} refused the spec change "
+                                f"{patch['spec']} on {md['namespace']}/{md['name']}: {exc.message}; status is still "
+                                "mirrored, the change is retried with backoff (at most every "
+                                f"{collision_retry_delay(99, base=self.cfg.resync_period):.0f}s)")
+            return delay
+        self._patch_not_before.pop(uid, None)
+        self._refusal_reports.pop(uid, None)
+        return self.cfg.resync_period
 
     async def _collision(self, job: Obj, worker: WorkerCluster, remote: Obj) -> float:
         """The placed worker has an object of the copy's name that is not our copy: never touch it.
@@ -422,51 +532,94 @@ class Reconciler:
                     job["metadata"]["name"], worker.name, why, delay)
         return delay
 
-    async def _delete_remote(self, job: Obj, worker: WorkerCluster, remote: Obj, reason: str) -> bool:
-        """Delete one of our copies (background propagation: its pods go too). True when gone."""
+    async def _delete_remote(self, job: Obj, worker: WorkerCluster, remote: Obj, reason: str,
+                             propagation: str = "Background") -> bool:
+        """Delete one of our copies (background propagation by default: its pods go too). True when gone.
+
+        Foreground: True only once the worker has deleted the pods and then the copy.
+        """
         if not worker.healthy:
             return False
         md = remote["metadata"]
+        if propagation == "Foreground" and md.get("deletionTimestamp"):
+            return False  # being deleted, dependents first: wait for it to vanish from the cache
         try:
-            await self._remote_call(worker, worker.client.delete(self.resource, md["namespace"], md["name"],
-                                                                 propagation="Background", uid=md.get("uid")))
+            answer = await self._remote_call(worker, worker.client.delete(
+                self.resource, md["namespace"], md["name"], propagation=propagation, uid=md.get("uid")))
         except ApiError as exc:
             if exc.not_found:
                 return True
             if exc.conflict:  # uid precondition: a different Job now has that name; not ours
                 return True
-            raise
+            if not is_refusal(exc.status):
+                raise
+            metrics.WORKER_REFUSALS.labels(worker.name, "delete").inc()
+            self._refusal_delay(job["metadata"]["uid"])
+            self.recorder.event(job, WARNING, "WorkerRefused", f"worker {worker.name} refused to delete "
+                                f"{md['namespace']}/{md['name']} ({reason}): {exc.message}; retried with backoff")
+            return False
         metrics.REMOTE_DELETES.labels(worker.name, reason).inc()
         uid = job["metadata"]["uid"]
         self._attempted[worker.name].discard(uid)  # known gone: no need to ask the server again
         self._pending[worker.name].discard(uid)
+        how = "" if propagation == "Background" else f", propagation {propagation}"
         self.recorder.event(job, NORMAL, "RemoteDeleted",
-                            f"deleted {md['namespace']}/{md['name']} on worker {worker.name} ({reason})")
-        return True
+                            f"deleted {md['namespace']}/{md['name']} on worker {worker.name} ({reason}{how})")
+        # A foreground delete answers with the object while its pods are still being deleted.
+        return propagation != "Foreground" or answer.get("kind") == "Status"
 
     # -- manager writes -------------------------------------------------------------------
 
     async def _ensure_finalizer(self, job: Obj) -> Obj:
+        """Our finalizer, stamped with our origin (so we can release it if we stop claiming the Job)."""
         fins = job["metadata"].get("finalizers") or []
-        if FINALIZER in fins:
+        if FINALIZER in fins and annotations_of(job).get(ANNOTATION_CLAIMED_BY) == self.origin:
             return job
         md = job["metadata"]
         return self._remember(await self.manager.patch(self.resource, md["namespace"], md["name"], {"metadata": {
-            "resourceVersion": md["resourceVersion"], "finalizers": [*fins, FINALIZER]}}))
+            "resourceVersion": md["resourceVersion"], "annotations": {ANNOTATION_CLAIMED_BY: self.origin},
+            "finalizers": fins if FINALIZER in fins else [*fins, FINALIZER]}}))
+
+    async def _release_unclaimed(self, job: Obj) -> None:
+        """We no longer claim this Job: let go of it. Its copy, if any, is left as it is."""
+        await self._drop_finalizer(job)
+        self._forget(job["metadata"]["uid"])
+        metrics.UNCLAIMED_RELEASES.inc()
+        placed = placement_of(job).worker
+        self.recorder.event(job, NORMAL, "FinalizerReleased", f"no longer claimed by this jobmirror (controllerName "
+                            f"{self.cfg.controller_name!r}, namespaces {self.cfg.namespaces or 'all'}): finalizer "
+                            f"{FINALIZER} removed" + (f"; its copy on worker {placed} is left as it is" if placed
+                                                      else ""))
 
     async def _drop_finalizer(self, job: Obj) -> None:
         fins = job["metadata"].get("finalizers") or []
         if FINALIZER not in fins:
             return
         md = job["metadata"]
-        self._remember(await self.manager.patch(self.resource, md["namespace"], md["name"], {"metadata": {
-            "resourceVersion": md["resourceVersion"], "finalizers": [f for f in fins if f != FINALIZER]}}))
+        try:
+            self._remember(await self.manager.patch(self.resource, md["namespace"], md["name"], {"metadata": {
+                "resourceVersion": md["resourceVersion"], "finalizers": [f for f in fins if f != FINALIZER]}}))
+        except ApiError as exc:
+            if not exc.not_found:  # gone already (a deletion completed under a stale cache): nothing to release
+                raise
 
     async def _finish(self, job: Obj, copies: dict[str, Obj]) -> float | None:
         if self.cfg.keep_finished_remote:
             await self._drop_finalizer(job)
             return None
         return await self._finalize(job, copies)
+
+    async def _finish_decided(self, job: Obj, why: str) -> float | None:
+        """A decided outcome is final: write the terminal status instead of running the Job again."""
+        final = self.kind.decided_status(job, self.now())
+        assert final is not None
+        job = await self._put_status(job, final)
+        self.recorder.event(job, WARNING, "FinishedWithoutCopy", f"{why}; its outcome was already decided, so it is "
+                            f"finished as {self.kind.state(job)} from its last mirrored status instead of running "
+                            "again")
+        uid = job["metadata"]["uid"]
+        copies = {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, uid)) is not None}
+        return await self._finish(job, copies)
 
     async def _finalize(self, job: Obj, copies: dict[str, Obj]) -> float | None:
         """Delete every copy we know of, then release the manager Job's finalizer.
@@ -475,17 +628,30 @@ class Reconciler:
         until the worker answers: cleanup is retried until it succeeds.
         """
         uid = job["metadata"]["uid"]
-        reason = "deleted" if job["metadata"].get("deletionTimestamp") else "finished"
+        deleted = bool(job["metadata"].get("deletionTimestamp"))
+        reason = "deleted" if deleted else "finished"
+        propagation = copy_propagation(job) if deleted else "Background"
         all_gone = True
+        left: set[str] = set()  # deleted Job, copy on a worker lost past workerLostTimeout: left for GC
+
+        def gives_up_on(w: WorkerCluster) -> bool:
+            return deleted and not w.healthy and not cleanup_waits_for(
+                w.unhealthy_for(), worker_lost_timeout=self.cfg.worker_lost_timeout)
+
         for name, c in copies.items():
-            all_gone &= await self._delete_remote(job, self.workers[name], c, reason)
+            if gives_up_on(self.workers[name]):
+                left.add(name)
+                continue
+            all_gone &= await self._delete_remote(job, self.workers[name], c, reason, propagation)
         placement = placement_of(job)
         pw = self.workers.get(placement.worker or "")
         trusted = pw is not None and pw.synced(self.kind) and uid not in self._attempted[pw.name]
         if pw is not None and pw.name not in copies and not trusted:
             # We sent a create there that the cache has not shown yet (or the cache is not
             # synced): confirm with the server before letting go.
-            if not pw.healthy:
+            if gives_up_on(pw):
+                left.add(pw.name)
+            elif not pw.healthy:
                 all_gone = False
             else:
                 try:
@@ -496,21 +662,37 @@ class Reconciler:
                         raise
                 else:
                     if self.kind.is_our_copy(remote, origin=self.origin, manager_uid=uid):
-                        all_gone &= await self._delete_remote(job, pw, remote, reason)
+                        all_gone &= await self._delete_remote(job, pw, remote, reason, propagation)
         if not all_gone:
-            return min(self.cfg.resync_period, 5.0)
+            refusals = self._refusal_reports.get(uid, 0)
+            return collision_retry_delay(refusals, base=min(self.cfg.resync_period, 5.0))
+        self._forget(uid)
+        await self._drop_finalizer(job)
+        for name in sorted(left):
+            metrics.COPIES_LEFT_FOR_GC.labels(name).inc()
+            self.recorder.event(job, WARNING, "CopyLeftForGC", f"worker {name} has been unreachable for longer than "
+                                f"workerLostTimeout ({self.cfg.worker_lost_timeout:.0f}s): the finalizer is released "
+                                "without deleting the copy there; garbage collection deletes it when the worker "
+                                "answers again")
+        return None
+
+    def _forget(self, uid: str) -> None:
+        """Drop every per-Job record (the maps stay bounded by the Jobs we handle)."""
         for tracked in (*self._pending.values(), *self._attempted.values()):
             tracked.discard(uid)
-        self._collided.pop(uid, None)
-        self._collision_reports.pop(uid, None)
-        await self._drop_finalizer(job)
-        return None
+        for per_uid in (self._collided, self._collision_reports, self._refused, self._refusal_reports,
+                        self._patch_not_before):
+            per_uid.pop(uid, None)
 
     async def _write_status(self, job: Obj, remote: Obj | None) -> Obj:
         """The manager Job after the write (``job`` itself when nothing changed)."""
         desired = status_to_write(self.kind, job, remote, self.now())
         if desired is None:
             return job
+        return await self._put_status(job, desired)
+
+    async def _put_status(self, job: Obj, desired: Obj) -> Obj:
+        """Write ``desired`` through the status subresource; a refusal is evented, counted, raised."""
         md = job["metadata"]
         body = {**job, "status": desired}
         try:

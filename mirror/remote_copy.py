@@ -12,7 +12,9 @@ from jobapi.names import JOB_NAME_LABELS
 from jobapi.objects import labels_of
 from kruntime.resources import Obj
 from mirror.naming import (
+    ANNOTATION_CLAIMED_BY,
     ANNOTATION_CLUSTER,
+    ANNOTATION_DELETE_PROPAGATION,
     ANNOTATION_ORIGIN_JOB,
     ANNOTATION_PIN,
     ANNOTATION_REMOTE_NAME,
@@ -25,7 +27,8 @@ from mirror.naming import (
 #: metadata the API server owns or that only means something in the manager cluster
 _DROP_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
                   "deletionGracePeriodSeconds", "managedFields", "ownerReferences", "finalizers", "selfLink")
-_OUR_ANNOTATIONS = (ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME, ANNOTATION_PIN)
+_OUR_ANNOTATIONS = (ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME, ANNOTATION_PIN, ANNOTATION_CLAIMED_BY,
+                    ANNOTATION_DELETE_PROPAGATION)
 #: spec fields that follow the manager after dispatch (mutable on a live Job)
 MUTABLE_SPEC_FIELDS = ("suspend", "parallelism", "activeDeadlineSeconds")
 

@@ -22,8 +22,14 @@ Decisions (each write must be valid on its own against the old manager status; t
 * The terminal condition is written as soon as the worker is terminal, together with
   ``active=0``, ``ready=0``, ``terminating=0`` and an empty ``uncountedTerminatedPods``: the
   worker Job is done, its pods no longer count, and an old worker may never report zero.
-* ``succeeded``/``failed`` and the index sets only grow (max / union), so a re-dispatch or a
-  lagging watch never loses progress; ``active``/``ready``/``terminating`` follow the worker.
+* ``succeeded``/``failed`` only grow (max; the API server rejects a decrease). The index sets
+  follow the visible copy's run (within one run they only grow), so after a re-dispatch they
+  reflect the run that decides the outcome, never the union of two runs (which could report
+  an index as completed that the deciding run failed); with no copy visible they stay as last
+  mirrored. ``active``/``ready``/``terminating`` follow the worker.
+* A decided outcome is final (:func:`decided_final_status`): when the copy of a Job that
+  carries ``SuccessCriteriaMet``/``FailureTarget`` vanishes, the Job is finished from its last
+  mirrored status rather than run again.
 * ``startTime`` is dropped while the manager is suspended and taken from the worker's current
   run once resumed. Changing a set ``startTime`` of an unsuspended Job is rejected (on servers
   before kubernetes#134521 even while resuming), whereas clearing it while ``spec.suspend`` is
@@ -130,6 +136,43 @@ def desired_manager_status(manager: dict[str, Any], remote: dict[str, Any] | Non
     _counters(out, current, rstatus, suspended, finishing)
     _indexes(out, spec, current, rstatus)
     _uncounted(out, current, source, finishing)
+    return out
+
+
+def decided_final_status(manager: dict[str, Any], now: datetime) -> Status | None:
+    """The terminal status for a Job whose outcome is decided but whose copy is gone, else None.
+
+    None unless the manager carries ``SuccessCriteriaMet`` or ``FailureTarget`` and is not yet
+    finished. Counters and indexes stay as last mirrored; pods no longer count (active, ready,
+    terminating 0, no uncounted pods); the terminal condition copies the interim one's reason
+    and message, as upstream does; a success gets a ``completionTime`` not before ``startTime``.
+    """
+    current = _status(manager)
+    conds = [copy.deepcopy(c) for c in jc.conditions_of(current)]
+    if jc.finished_in(conds):
+        return None
+    if jc.is_true(conds, jc.FAILURE_TARGET):
+        path = _PATHS[_FAILURE]
+    elif jc.is_true(conds, jc.SUCCESS_CRITERIA_MET):
+        path = _PATHS[_SUCCESS]
+    else:
+        return None
+    now_s = format_time(now)
+    out: Status = copy.deepcopy(current)
+    interim = jc.first_true(conds, path.interim)
+    assert interim is not None
+    _put(conds, _terminal(path.terminal, interim, None, now_s))
+    out["conditions"] = conds
+    start = _norm_time(current.get("startTime")) or now_s
+    out["startTime"] = start
+    if path is _PATHS[_SUCCESS]:
+        out["startTime"], out["completionTime"] = _completion_time(current, None, [], start, now_s)
+    out.pop("active", None)
+    for key in ("ready", "terminating"):
+        if key in out:
+            out[key] = 0
+    if isinstance(out.get("uncountedTerminatedPods"), dict):
+        out["uncountedTerminatedPods"] = {}
     return out
 
 
@@ -377,20 +420,18 @@ def _indexes(out: Status, spec: dict[str, Any], current: Status, rstatus: Status
         return
     completions = spec.get("completions")
     limit = completions if isinstance(completions, int) and not isinstance(completions, bool) else None
-    remote = rstatus or {}
-    done = Intervals.parse_lenient(current.get("completedIndexes"), limit) | Intervals.parse_lenient(
-        remote.get("completedIndexes"), limit)
+    # The visible copy's run decides (its sets only grow); with none visible, the last mirrored.
+    run = rstatus if rstatus is not None else current
+    done = Intervals.parse_lenient(run.get("completedIndexes"), limit)
     if done:
         out["completedIndexes"] = str(done)
     if spec.get("backoffLimitPerIndex") is None:
         return
-    failed = Intervals.parse_lenient(current.get("failedIndexes"), limit) | Intervals.parse_lenient(
-        remote.get("failedIndexes"), limit)
-    # An index that succeeded anywhere is done; the API server rejects it in both sets.
-    failed -= done
+    # The API server rejects an index in both sets; a worker never reports that, but be safe.
+    failed = Intervals.parse_lenient(run.get("failedIndexes"), limit) - done
     if failed:
         out["failedIndexes"] = str(failed)
-    elif isinstance(current.get("failedIndexes"), str) or isinstance(remote.get("failedIndexes"), str):
+    elif isinstance(current.get("failedIndexes"), str) or isinstance(run.get("failedIndexes"), str):
         out["failedIndexes"] = ""
 
 

@@ -179,10 +179,27 @@ def test_stray_completion_time_on_running_manager_is_dropped() -> None:
 # =========================================================================== indexes
 
 
-def test_indexed_completed_indexes_union_filtered_and_canonical() -> None:
+def test_indexed_completed_indexes_follow_the_visible_run_filtered_and_canonical() -> None:
     mgr = manager(INDEXED, {"startTime": T1, "completedIndexes": "0,1"})
-    new = translate(mgr, remote({"startTime": T1, "completedIndexes": "2,3,x,7,1-0"}))
+    new = translate(mgr, remote({"startTime": T1, "completedIndexes": "0,1,2,3,x,7,1-0"}))
     assert new["completedIndexes"] == "0-3"
+
+
+def test_indexes_after_a_redispatch_are_the_deciding_runs_not_the_union() -> None:
+    """Run 1 completed index 1 then its worker was lost; run 2 failed index 1 and decides."""
+    mgr = manager(PER_INDEX, {"startTime": T1, "completedIndexes": "0,1", "succeeded": 2, "failed": 0})
+    new = translate(mgr, remote({"startTime": T2, "completedIndexes": "0", "failedIndexes": "1",
+                                 "succeeded": 1, "failed": 1}))
+    assert new["completedIndexes"] == "0"
+    assert new["failedIndexes"] == "1"  # not reported as completed
+    assert new["succeeded"] == 2 and new["failed"] == 1  # counters never go down (API rule)
+
+
+def test_indexes_stay_as_last_mirrored_while_no_copy_is_visible() -> None:
+    mgr = manager(PER_INDEX, {"startTime": T1, "completedIndexes": "0,1", "failedIndexes": "3", "succeeded": 2,
+                              "failed": 2, "active": 1})
+    new = translate(mgr, None)
+    assert new["completedIndexes"] == "0,1" and new["failedIndexes"] == "3"
 
 
 def test_indexed_completed_indexes_beyond_completions_are_dropped() -> None:

@@ -1,0 +1,148 @@
+"""A decided outcome is final (issue 11, item 3).
+
+Once the manager Job carries SuccessCriteriaMet or FailureTarget, a vanished copy is not
+created again: the Job is finished from its last mirrored status, with an event. The interim
+condition is written on the manager by the test (as the mirror would copy it from the worker)
+so that the window between "decided" and "terminal" is as long as the test needs; the
+manager's API server judges every write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+import pytest
+
+from clusterbed.cluster import ClusterSpec, LocalCluster
+from jobapi.times import format_time
+from kruntime.client import ClusterClient
+from kruntime.resources import JOBS
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER
+from tests.conftest import wait_for
+from tests.integration.mirror_env import MirrorEnv, cond, make_job, mirror_env
+
+ClientFor = Callable[[ClusterSpec], Awaitable[ClusterClient]]
+ClusterFn = Callable[[ClusterSpec], LocalCluster]
+
+
+async def _decide(env: MirrorEnv, name: str, ctype: str, reason: str, message: str) -> None:
+    """Add the interim condition on the manager, as the mirror does when the worker decides."""
+    job = await env.get(name)
+    assert job is not None
+    now = format_time(datetime.now(UTC))
+    conds = [*((job.get("status") or {}).get("conditions") or []),
+             {"type": ctype, "status": "True", "reason": reason, "message": message,
+              "lastProbeTime": now, "lastTransitionTime": now}]
+    await env.manager.patch(JOBS, env.ns, name, {"status": {"conditions": conds}}, subresource="status")
+
+
+async def _progressing_on_worker_1(env: MirrorEnv, name: str) -> str:
+    """A 5-completion Job pinned to worker-1, once one completion is mirrored; its uid."""
+    created = await env.create(make_job(name, completions=5, parallelism=1, duration_ms=1500,
+                                        annotations={ANNOTATION_PIN: "worker-1"}))
+
+    async def probe() -> bool:
+        st = ((await env.get(name)) or {}).get("status") or {}
+        return bool(st.get("active")) and int(st.get("succeeded") or 0) >= 1
+
+    await wait_for(probe, timeout=60, what=f"{name} running with 1+ succeeded")
+    return str(created["metadata"]["uid"])
+
+
+@pytest.mark.integration
+async def test_decided_job_whose_copy_is_deleted_on_the_worker_is_finished_not_rerun(
+        client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        w1 = env.workers["worker-1"]
+        await env.start()
+        uid = await _progressing_on_worker_1(env, "decided")
+        await _decide(env, "decided", "SuccessCriteriaMet", "CompletionsReached", "decided by the test")
+        await w1.delete(JOBS, ns, "decided")
+        event = await env.wait_event("decided", "FinishedWithoutCopy", timeout=30)
+        assert "gone from worker worker-1" in event["message"] and "Complete" in event["message"]
+        done = await env.wait_condition("decided", "Complete", timeout=30)
+        st = done["status"]
+        assert int(st.get("succeeded") or 0) >= 1 and not st.get("active")  # counters as last mirrored
+        assert st["completionTime"] and st["startTime"]
+        await asyncio.sleep(4)  # two resyncs: nothing is created again anywhere
+        assert await env.copies(uid) == {}
+        assert [e["reason"] for e in await env.events("decided")].count("Dispatched") == 1
+        final = await env.get("decided")
+        assert final is not None and FINALIZER not in (final["metadata"].get("finalizers") or [])
+        assert final["status"]["succeeded"] == st["succeeded"]
+
+
+@pytest.mark.integration
+async def test_decided_job_on_a_lost_worker_is_finished_not_redispatched(client_for: ClientFor, cluster: ClusterFn,
+                                                                         ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns, worker_lost_timeout=5.0) as env:
+        w1 = env.clusters["worker-1"]
+        await env.start()
+        uid = await _progressing_on_worker_1(env, "lost")
+        await env.manager.patch(JOBS, ns, "lost", {"metadata": {"annotations": {ANNOTATION_PIN: None}}})
+        await _decide(env, "lost", "FailureTarget", "BackoffLimitExceeded", "decided by the test")
+        w1.stop()
+        try:
+            await env.wait_event("lost", "WorkerLost", timeout=60)
+            event = await env.wait_event("lost", "FinishedWithoutCopy", timeout=30)
+            assert "worker worker-1 is lost" in event["message"] and "Failed" in event["message"]
+            done = await env.wait_condition("lost", "Failed", timeout=30)
+            assert cond(done, "Complete") is None and not done["status"].get("active")
+            assert int(done["status"].get("succeeded") or 0) >= 1
+            await asyncio.sleep(3)
+            reasons = [e["reason"] for e in await env.events("lost")]
+            assert "Redispatched" not in reasons and reasons.count("Dispatched") == 1
+            assert await env.get("lost", env.workers["worker-2"]) is None
+            job = await env.get("lost")
+            assert job is not None and job["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-1"
+        finally:
+            w1.start()
+        # The returned worker's copy is deleted and the manager Job let go.
+        await env.wait_gone("lost", env.workers["worker-1"], timeout=60)
+        assert await env.copies(uid) == {}
+
+
+@pytest.mark.integration
+async def test_after_a_redispatch_indexes_are_the_deciding_runs(client_for: ClientFor, cluster: ClusterFn,
+                                                               ns: str) -> None:
+    """Run 1 completes index 0, its worker is lost, run 2 (elsewhere) fails index 0 and decides.
+
+    The template changes between the runs the way a queueing layer does it (suspend, then
+    rewrite, which the API server allows once the mirror dropped startTime), so run 2's pods fail.
+    """
+    async with mirror_env(client_for, cluster, ns, worker_lost_timeout=5.0) as env:
+        w1 = env.clusters["worker-1"]
+        await env.start()
+        await env.create(make_job("runs", completions=2, parallelism=1, duration_ms=2500, indexed=True,
+                                  annotations={ANNOTATION_PIN: "worker-1"},
+                                  extra_spec={"backoffLimitPerIndex": 0, "backoffLimit": 10}))
+
+        async def index0_done() -> bool:
+            return ((await env.get("runs")) or {}).get("status", {}).get("completedIndexes") == "0"
+
+        await wait_for(index0_done, timeout=60, what="index 0 completed by run 1")
+        await env.manager.patch(JOBS, ns, "runs", {"metadata": {"annotations": {ANNOTATION_PIN: None}},
+                                                   "spec": {"suspend": True}})
+
+        async def held() -> bool:
+            st = ((await env.get("runs")) or {}).get("status") or {}
+            return "startTime" not in st and cond({"status": st}, "Suspended") == "True"
+
+        await wait_for(held, timeout=30, what="manager suspended without startTime")
+        await env.manager.patch(JOBS, ns, "runs", {"spec": {"template": {"metadata": {
+            "labels": {"jobmirror.dev/kwok-outcome": "fail"}}}}})
+        w1.stop()
+        try:
+            await env.wait_event("runs", "Redispatched", timeout=60)
+            await env.manager.patch(JOBS, ns, "runs", {"spec": {"suspend": False}})
+            done = await env.wait_condition("runs", "Failed", timeout=90)
+            st = done["status"]
+            assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-2"
+            assert st.get("failedIndexes") == "0,1", st  # the deciding run failed index 0 ...
+            assert not st.get("completedIndexes"), st  # ... so it is not reported as completed
+            assert st["succeeded"] == 1  # counters never go down (API rule): run 1's success stays counted
+        finally:
+            w1.start()
+        await env.wait_gone("runs", env.workers["worker-1"], timeout=60)
