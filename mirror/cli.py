@@ -10,9 +10,10 @@ from pathlib import Path
 
 from jobapi.times import parse_time
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
+from kruntime.identity import IdentityUnavailable, read_identity
 from kruntime.lifecycle import add_logging_args, cancel_and_wait, run_until_signalled, setup_logging_from
 from kruntime.resources import Obj
-from mirror.config import Config, ConfigError, load_config
+from mirror.config import Config, ConfigError, cluster_conflicts, load_config
 from mirror.job_kind import JOB_KIND
 from mirror.kinds import MirroredKind
 from mirror.naming import ANNOTATION_CLUSTER, FIELD_MANAGER
@@ -36,11 +37,16 @@ async def _run(cfg: Config) -> int:
 
 
 async def _check(cfg: Config) -> list[str]:
-    """Load every kubeconfig and ask each cluster for /version; return the problems."""
+    """Load every kubeconfig, ask each cluster for /version and its identity; return the problems.
+
+    The identities catch what the file alone cannot: two worker entries for one cluster.
+    """
     problems: list[str] = []
+    manager: str | None = None
+    identities: dict[str, str | None] = {}
     targets: list[tuple[str, Path | None, str | None]] = [("manager", cfg.manager_kubeconfig, cfg.manager_context)]
     targets += [(w.name, w.kubeconfig, w.context) for w in cfg.workers]
-    for name, path, ctx in targets:
+    for i, (name, path, ctx) in enumerate(targets):
         try:
             kc = await load_kubeconfig(path, ctx) if path else await load_incluster()
         except KubeconfigError as exc:
@@ -50,10 +56,21 @@ async def _check(cfg: Config) -> list[str]:
         try:
             v = await client.request("GET", "/version")
             print(f"  {name:12s} ok  {v.get('gitVersion')}  {client.host}")
+            ident = await read_identity(client, attempts=1)
         except ApiError as exc:
             problems.append(f"{name}: kubeconfig {path} loads but the cluster does not answer: {exc}")
+            continue
+        except IdentityUnavailable as exc:  # run needs it too: say so now
+            problems.append(f"{name}: {exc}")
+            continue
         finally:
             await client.close()
+        if i == 0:
+            manager = ident
+        else:
+            identities[name] = ident
+    if manager:
+        problems += cluster_conflicts(manager, identities, origin=cfg.origin)
     return problems
 
 
@@ -145,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "status":
             return asyncio.run(_status(cfg))
         return asyncio.run(_run(cfg))
-    except KubeconfigError as exc:
+    except (KubeconfigError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -234,3 +235,31 @@ def load_config(path: str | Path) -> Config:
     if cfg.manager_kubeconfig is not None and not cfg.manager_kubeconfig.is_absolute():
         cfg.manager_kubeconfig = base / cfg.manager_kubeconfig
     return cfg
+
+
+def cluster_conflicts(manager: str, workers: Mapping[str, str | None], *, origin: str | None) -> list[str]:
+    """Problems in the worker list that only the clusters' identities reveal; empty when fine.
+
+    ``workers`` maps each entry to its cluster identity (kube-system namespace UID; None when
+    it could not be read). Two entries for one cluster would count, place and garbage-collect
+    the same copies twice (each sees the other's copy as stray), so they are an error naming
+    both. So is a configured ``origin`` that is another cluster's default origin: the copies
+    of a jobmirror managing from that cluster would be indistinguishable from ours. A worker
+    that is the manager cluster itself is fine (role sharing: copies get derived names).
+    """
+    problems: list[str] = []
+    by_cluster: dict[str, list[str]] = {}
+    for name, ident in workers.items():
+        if ident:
+            by_cluster.setdefault(ident, []).append(name)
+    for ident, names in by_cluster.items():
+        if len(names) > 1:
+            also = " (the manager cluster itself)" if ident == manager else ""
+            problems.append(f"workers: entries {' and '.join(repr(n) for n in names)} are the same cluster{also} "
+                            f"(kube-system namespace UID {ident}); list each cluster once")
+    if origin:
+        for name, ident in workers.items():
+            if ident and ident != manager and origin == default_origin(ident):
+                problems.append(f"origin: {origin!r} is the default origin of worker {name!r}'s cluster, i.e. of "
+                                "a jobmirror managing from there; its copies and ours would be indistinguishable")
+    return problems

@@ -20,7 +20,7 @@ from kruntime.leaderelect import LeaderElector, Timing
 from kruntime.resources import Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc
-from mirror.config import Config
+from mirror.config import Config, ConfigError, cluster_conflicts
 from mirror.job_kind import JOB_KIND
 from mirror.kinds import MirroredKind, QueueKey, manager_key_of
 from mirror.naming import FIELD_MANAGER, FINALIZER
@@ -88,8 +88,12 @@ class MirrorController:
             self.workers[wcfg.name] = WorkerCluster(wcfg, client, kinds=list(self.kinds.values()), origin=origin,
                                                     probe_interval=cfg.health_probe_interval,
                                                     max_in_flight=max(2, cfg.workers_concurrency * 3 // 4))
+        identities = {w.name: await _worker_identity(w.client) for w in self.workers.values()}
+        problems = cluster_conflicts(manager_id, identities, origin=cfg.origin)
+        if problems:
+            raise ConfigError("invalid worker list:\n  " + "\n  ".join(problems))
         for w in self.workers.values():
-            if await _worker_identity(w.client) == manager_id:
+            if identities[w.name] == manager_id:
                 w.is_manager = True
                 log.info("worker %s is the manager cluster itself: copies get derived names", w.name)
         # Four event writers: two events per Job (Dispatched, RemoteDeleted) at dispatch rate.

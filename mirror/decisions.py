@@ -7,7 +7,7 @@ makes the path testable without a cluster and for any kind.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -176,3 +176,31 @@ def refusal_action(*, pinned: bool, alternative: bool) -> RefusalAction:
 def refusal_exclusions(until: Mapping[str, float], now: float) -> frozenset[str]:
     """The workers still excluded at ``now`` (monotonic seconds), from each one's exclusion deadline."""
     return frozenset(name for name, deadline in until.items() if deadline > now)
+
+
+def adoption_target(placed: str | None, configured: Collection[str], live_copies: Iterable[str]) -> str | None:
+    """The configured worker whose live copy becomes the placement, or None to keep the recorded one.
+
+    Only when the recorded placement is missing or names a worker no longer configured: a
+    copy found on a configured worker is then our running workload (a renamed worker entry
+    for the same cluster, or a removed annotation), so the placement moves to it instead of
+    the copy being deleted and the Job run a second time.
+    """
+    if placed is not None and placed in configured:
+        return None
+    live = sorted(live_copies)
+    return live[0] if live else None
+
+
+#: the event reason for a Job placed on a worker that is not in the configuration
+UNCONFIGURED_WORKER = "WorkerNotConfigured"
+
+
+def lost_for(unhealthy_for: float | None, *, configured_for: float) -> float:
+    """Seconds a placement's worker counts as lost, compared with ``workerLostTimeout``.
+
+    ``unhealthy_for`` None: the worker is not in the configuration (removed or renamed). It
+    counts from when this process loaded the configuration, so removing a worker never
+    re-dispatches its Jobs at once (a restart restarts the clock: later, never earlier).
+    """
+    return configured_for if unhealthy_for is None else unhealthy_for

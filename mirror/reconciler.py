@@ -28,10 +28,12 @@ from mirror import metrics
 from mirror.config import Config, MissingNamespace
 from mirror.decisions import (
     REFUSAL_EXCLUSION,
+    UNCONFIGURED_WORKER,
     CollisionAction,
     Placement,
     RefusalAction,
     Step,
+    adoption_target,
     cleanup_waits_for,
     collision_action,
     collision_retry_delay,
@@ -39,6 +41,7 @@ from mirror.decisions import (
     decide,
     decide_placed,
     is_refusal,
+    lost_for,
     placement_of,
     plan_copy,
     refusal_action,
@@ -127,6 +130,10 @@ class Reconciler:
         self._refusal_reports: dict[str, int] = {}
         #: per manager uid, when a refused spec patch may be tried again (monotonic)
         self._patch_not_before: dict[str, float] = {}
+        #: manager uids told once that their worker is not configured (the event is not repeated each pass)
+        self._unconfigured_noted: set[str] = set()
+        #: when this process loaded the worker list: a worker missing from it counts as lost from here
+        self._started = time.monotonic()
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -255,16 +262,20 @@ class Reconciler:
         if fresh["metadata"].get("uid") != md["uid"]:
             return None
         placement = placement_of(fresh)
-        if placement.worker is not None:
+        adopted = adoption_target(placement.worker, self.workers,
+                                  (name for name in copies if self.workers[name].healthy))
+        if adopted is None:
             return fresh, placement
-        live = sorted(name for name in copies if self.workers[name].healthy)
-        if not live:
-            return fresh, placement
-        adopted = live[0]
         remote_name = copies[adopted]["metadata"]["name"]
-        log.info("adopting copy %s on %s for %s/%s (placement annotation was missing)", remote_name, adopted,
-                 md["namespace"], md["name"])
-        return await self._record_placement(fresh, adopted, remote_name)
+        log.info("adopting copy %s on %s for %s/%s (placement was %s)", remote_name, adopted,
+                 md["namespace"], md["name"], placement.worker or "missing")
+        fresh, moved = await self._record_placement(fresh, adopted, remote_name)
+        if placement.worker is not None:
+            self.recorder.event(fresh, NORMAL, "PlacementMoved", f"worker {placement.worker} is no longer "
+                                f"configured and worker {adopted} has this Job's copy {remote_name} (the same "
+                                "cluster under a new name, or the copy moved there): the placement moves to "
+                                f"{adopted} and the copy keeps running")
+        return fresh, moved
 
     def worker_views(self, exclude: Collection[str] = ()) -> list[WorkerView]:
         return [
@@ -345,18 +356,32 @@ class Reconciler:
                                 f"copy was created ({worker.last_error}); placed on {new.worker} instead")
             metrics.REDISPATCHES.labels(old, new.worker).inc()
             return 0.0
-        down_for = worker.unhealthy_for() if worker is not None else float("inf")
-        if down_for < self.cfg.worker_lost_timeout:
-            # Keep the last mirrored status; look again when the timeout could expire.
-            return min(self.cfg.resync_period, self.cfg.worker_lost_timeout - down_for + 0.5)
         old = placement.worker or ""
-        reason = (f"worker {old} unreachable for {down_for:.0f}s (workerLostTimeout "
-                  f"{self.cfg.worker_lost_timeout:.0f}s): {worker.last_error if worker else 'not configured'}")
+        timeout = self.cfg.worker_lost_timeout
+        down_for = lost_for(worker.unhealthy_for() if worker is not None else None,
+                            configured_for=time.monotonic() - self._started)
+        if down_for < timeout:
+            if worker is None and job["metadata"]["uid"] not in self._unconfigured_noted:
+                self._unconfigured_noted.add(job["metadata"]["uid"])
+                self.recorder.event(job, WARNING, UNCONFIGURED_WORKER, f"placed on worker {old}, which is not in "
+                                    "the configuration (removed, or renamed without its copy being found on a "
+                                    f"configured worker): handled as a lost worker, re-dispatched once "
+                                    f"workerLostTimeout ({timeout:.0f}s) has passed since this controller "
+                                    "started, unless a configured worker shows its copy first")
+            # Keep the last mirrored status; look again when the timeout could expire.
+            return min(self.cfg.resync_period, timeout - down_for + 0.5)
+        if worker is None:
+            reason = (f"worker {old} is not in the configuration and no configured worker has this Job's copy "
+                      f"(workerLostTimeout {timeout:.0f}s passed); a copy still running there is no longer "
+                      "watched: delete it there, or configure the worker again and it is deleted as stale")
+        else:
+            reason = (f"worker {old} unreachable for longer than workerLostTimeout ({timeout:.0f}s): "
+                      f"{worker.last_error}")
         self.recorder.event(job, WARNING, "WorkerLost", reason)
         if self.kind.decided_status(job, self.now()) is not None:
             finished = await self._finish_decided(job, f"its worker {old} is lost")
             return 0.0 if finished is None else finished
-        job, new = await self._place(job, exclude=old)
+        job, new = await self._place(job, exclude={old})
         if new.worker is None:
             return self.cfg.resync_period
         metrics.REDISPATCHES.labels(old, new.worker).inc()
@@ -678,7 +703,7 @@ class Reconciler:
 
     def _forget(self, uid: str) -> None:
         """Drop every per-Job record (the maps stay bounded by the Jobs we handle)."""
-        for tracked in (*self._pending.values(), *self._attempted.values()):
+        for tracked in (*self._pending.values(), *self._attempted.values(), self._unconfigured_noted):
             tracked.discard(uid)
         for per_uid in (self._collided, self._collision_reports, self._refused, self._refusal_reports,
                         self._patch_not_before):

@@ -132,6 +132,14 @@ def _missing_file(kc: dict[str, Path], tmp: Path) -> Path:
     return tmp / "does-not-exist.yaml"
 
 
+def _same_cluster_twice(kc: dict[str, Path], tmp: Path) -> Path:
+    """Two worker entries, one cluster (another kubeconfig file for it): an error naming both."""
+    cfg = config(kc)
+    cfg["workers"].append({"name": "worker-1-again", "kubeconfig": str(shutil.copy(kc["worker-1"],
+                                                                                   tmp / "again.kubeconfig"))})
+    return write(tmp / "same-cluster.yaml", cfg)
+
+
 CHECK_CASES: dict[str, tuple[Callable[[dict[str, Path], Path], Path], int, list[str], list[str]]] = {
     "good": (_good, 0, [f"manager .*ok .*{VERSION}", f"worker-1 .*ok .*{VERSION}", f"worker-2 .*ok .*{VERSION}",
                         r"configuration valid \(2 workers\)"], []),
@@ -148,6 +156,8 @@ CHECK_CASES: dict[str, tuple[Callable[[dict[str, Path], Path], Path], int, list[
                                               r"workerLostTimout: Extra inputs"]),
     "bad-worker-name": (_bad_worker_name, 2, [], [r"workers\.1\.name: .*Worker_2"]),
     "missing-config-file": (_missing_file, 2, [], [r"does-not-exist\.yaml: cannot read"]),
+    "same-cluster-twice": (_same_cluster_twice, 1, [f"worker-1-again .*ok .*{VERSION}"],
+                           [r"entries 'worker-1' and 'worker-1-again' are the same cluster"]),
 }
 
 
@@ -172,6 +182,16 @@ async def test_check_config(check_runs: dict[str, Run], case: str) -> None:
         assert "checking clusters" not in r.out
     if rc == 0:
         assert "error" not in r.err.lower()
+
+
+async def test_run_refuses_two_entries_for_one_cluster(kubeconfigs: dict[str, Path], tmp_path: Path) -> None:
+    """``run`` checks what ``check-config`` checks before it claims anything: exit 2, both entries named."""
+    cfg_path = _same_cluster_twice(kubeconfigs, tmp_path)
+    data = yaml.safe_load(cfg_path.read_text())
+    data["metricsAddress"] = ""
+    r = await jobmirror("run", "--config", str(write(cfg_path, data)))
+    assert r.rc == 2, f"exit {r.rc}\nstdout:\n{r.out}\nstderr:\n{r.err}"
+    assert re.search(r"entries 'worker-1' and 'worker-1-again' are the same cluster", r.err), r.err
 
 
 # -- status -------------------------------------------------------------------------------
