@@ -22,6 +22,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from kruntime import metrics
+from kruntime.bounded import LruDict
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import EVENTS, Obj, Resource
 
@@ -41,7 +42,7 @@ def now_rfc3339() -> str:
 class EventRecorder:
     def __init__(
         self, client: ClusterClient, component: str, *, dedupe_window: float = 600.0,
-        max_queued: int = MAX_QUEUED_EVENTS, writers: int = 1,
+        max_queued: int = MAX_QUEUED_EVENTS, writers: int = 1, max_tracked: int = 10_000,
     ) -> None:
         self.client = client
         self.component = component
@@ -49,7 +50,9 @@ class EventRecorder:
         self.max_queued = max_queued
         self.writers = writers
         self.dropped = 0
-        self._seen: dict[tuple[str, str, str, str], tuple[float, str, int]] = {}
+        #: the dedupe map: bounded (least recently written evicted first), so memory follows the
+        #: events of the last while, not every object ever evented
+        self._seen: LruDict[tuple[str, str, str, str], tuple[float, str, int]] = LruDict(max_tracked)
         self._queue: asyncio.Queue[tuple[Obj, str, str, str]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._last_drop_log = 0.0

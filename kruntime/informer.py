@@ -5,6 +5,10 @@ Watches resume from the last seen resourceVersion (bookmarks keep it fresh), a
 attempt count visible in logs and metrics. After a relist, objects that vanished while
 we were disconnected are delivered as deletions, so no handler misses one.
 
+A ``keep`` predicate bounds the cache by what the controller handles rather than by the
+cluster (a selector cannot express "claimed by us"): objects it rejects are never cached,
+and an object that stops being kept is removed and delivered as a deletion.
+
 Secondary indexes (client-go's indexers) map a value computed from each object (an owner
 uid, an origin label) to the keys of the cached objects that carry it; they are updated
 before handlers run, so a handler sees the index and the cache agree.
@@ -16,7 +20,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 from kruntime import metrics
 from kruntime.client import ApiError, ClusterClient
@@ -43,6 +47,7 @@ class Informer:
         watch_timeout: int = 300,
         backoff_base: float = 0.5,
         backoff_cap: float = 30.0,
+        keep: Callable[[Obj], bool] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -52,6 +57,7 @@ class Informer:
         self.watch_timeout = watch_timeout
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
+        self.keep = keep or _keep_all
         self.cache: dict[str, Obj] = {}
         self.synced = asyncio.Event()
         self.healthy = False
@@ -116,7 +122,8 @@ class Informer:
             self.resource, self.namespace, label_selector=self.label_selector, field_selector=self.field_selector
         )
         metrics.RELISTS.labels(self.client.name, self.resource.plural).inc()
-        fresh = {key_of(o): o for o in items}
+        fresh = {key_of(o): o for o in items if self.keep(o)}
+        del items  # only the kept objects outlive the list
         old_cache = self.cache
         self.cache = fresh
         self._rv = rv
@@ -160,6 +167,12 @@ class Informer:
                 continue
             k = key_of(obj)
             prev = self.cache.get(k)
+            if etype in ("ADDED", "MODIFIED") and not self.keep(obj):
+                if prev is not None:  # no longer ours to cache: to handlers, it is gone
+                    self.cache.pop(k, None)
+                    self._reindex(k, prev, None)
+                    await self._emit("DELETED", prev, obj)
+                continue
             if etype == "DELETED":
                 self.cache.pop(k, None)
                 self._reindex(k, prev, None)
@@ -216,6 +229,52 @@ class Informer:
                             self.last_error, delay)
                 need_list = True
                 await asyncio.sleep(delay)
+
+
+class ObjectCache(Protocol):
+    """What a reconciler reads: the cached object of a ``namespace/name`` key."""
+
+    def get(self, key: str) -> Obj | None: ...
+
+
+class NamespacedInformers:
+    """One :class:`Informer` per namespace of an allow-list, read as one cache.
+
+    The API server filters by namespace only one namespace per list/watch (a field
+    selector has no set form), so an allow-list is served by a watch per namespace: the
+    controller never receives, let alone caches, objects of other namespaces.
+    """
+
+    def __init__(self, client: ClusterClient, resource: Resource, namespaces: Iterable[str], **kw: Any) -> None:
+        self.client = client
+        self.resource = resource
+        self.members = {ns: Informer(client, resource, namespace=ns, **kw) for ns in dict.fromkeys(namespaces)}
+        self.synced = asyncio.Event()
+
+    def add_handler(self, handler: Handler) -> None:
+        for m in self.members.values():
+            m.add_handler(handler)
+
+    def get(self, key: str) -> Obj | None:
+        m = self.members.get(key.partition("/")[0])
+        return m.get(key) if m is not None else None
+
+    def items(self) -> list[Obj]:
+        return [o for m in self.members.values() for o in m.items()]
+
+    async def wait_synced(self, timeout: float | None = None) -> None:
+        await asyncio.wait_for(self.synced.wait(), timeout)
+
+    async def run(self) -> None:
+        async def synced_all() -> None:
+            await asyncio.gather(*(m.synced.wait() for m in self.members.values()))
+            self.synced.set()
+
+        await asyncio.gather(synced_all(), *(m.run() for m in self.members.values()))
+
+
+def _keep_all(obj: Obj) -> bool:
+    return True
 
 
 def _rv(obj: Obj) -> object:

@@ -11,11 +11,11 @@ import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from kruntime.client import ClusterClient, load_incluster, load_kubeconfig
+from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeconfig
 from kruntime.events import EventRecorder, ObjectEvents
 from kruntime.httpserver import HealthServer
 from kruntime.identity import IdentityUnavailable, read_identity
-from kruntime.informer import Informer
+from kruntime.informer import Informer, NamespacedInformers
 from kruntime.leaderelect import LeaderElector, Timing
 from kruntime.resources import Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
@@ -51,9 +51,10 @@ class MirrorController:
         self.manager: ClusterClient | None = None
         self.workers: dict[str, WorkerCluster] = {}
         #: the manager-side cache of each kind
-        self.informers: dict[str, Informer] = {}
+        self.informers: dict[str, Informer | NamespacedInformers] = {}
         self.queue: WorkQueue[QueueKey] = WorkQueue("mirror", backoff_base=0.05, backoff_cap=60.0)
         self.reconcilers: dict[str, Reconciler] = {}
+        self.events: dict[str, ObjectEvents] = {}
         self.recorder: EventRecorder | None = None
         self.leading = not cfg.leader_election.enabled
         self._identity = ""
@@ -99,22 +100,71 @@ class MirrorController:
         # Four event writers: two events per Job (Dispatched, RemoteDeleted) at dispatch rate.
         self.recorder = EventRecorder(self.manager, "jobmirror", writers=4)
         for kind in self.kinds.values():
-            informer = self.informers[kind.name] = Informer(self.manager, kind.resource)
+            informer = self.informers[kind.name] = self._manager_informer(kind)
             informer.add_handler(self._manager_handler(kind))
             for w in self.workers.values():
                 w.kinds[kind.name].informer.add_handler(self._copy_handler(kind))
             # Through client-go's spam filter, like the builtin controller's events.
-            events = ObjectEvents(self.recorder, kind.resource)
+            events = self.events[kind.name] = ObjectEvents(self.recorder, kind.resource)
             self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
                                                      policy_for(cfg.placement.value), manager_cluster=manager_id)
 
+    def _manager_informer(self, kind: MirroredKind) -> Informer | NamespacedInformers:
+        """The manager cache of ``kind``: bounded by the objects we handle, not by the cluster.
+
+        With a ``namespaces`` allow-list, one watch per listed namespace (the API server
+        filters); in every case objects we neither claim nor hold our finalizer on are dropped
+        as they arrive (no selector can say "managedBy is ours"). Objects carrying our
+        finalizer stay: releasing it from Jobs we no longer claim needs them. Those in
+        namespaces no longer listed are found once at start (:meth:`_release_outside`).
+        """
+        cfg = self.cfg
+
+        def keep(obj: Obj) -> bool:
+            return kind.claims(obj, cfg) or FINALIZER in (obj["metadata"].get("finalizers") or [])
+
+        assert self.manager is not None
+        if cfg.namespaces:
+            return NamespacedInformers(self.manager, kind.resource, cfg.namespaces, keep=keep)
+        return Informer(self.manager, kind.resource, keep=keep)
+
+    async def _release_outside(self, kind: MirroredKind) -> None:
+        """Release our finalizer from objects in namespaces no longer listed (``namespaces`` narrowed).
+
+        Only there can they be, since we add it only in listed namespaces: one paged list at
+        start whose field selector excludes the listed namespaces, each object released (or
+        left, when not ours) by the reconciler's own rule. A failure is logged and left for
+        the next start; it never blocks the controller.
+        """
+        assert self.manager is not None
+        if not self.cfg.namespaces:
+            return  # every namespace is watched: the informer sees them all
+        outside = ",".join(f"metadata.namespace!={ns}" for ns in self.cfg.namespaces)
+        try:
+            items, _ = await self.manager.list_all(kind.resource, None, field_selector=outside)
+        except ApiError as exc:
+            log.warning("listing %ss outside namespaces %s to release our finalizer failed: %s", kind.name,
+                        self.cfg.namespaces, exc)
+            return
+        for obj in items:
+            if FINALIZER in (obj["metadata"].get("finalizers") or []):
+                try:
+                    await self.reconcilers[kind.name].release_if_unclaimed(obj)
+                except ApiError as exc:
+                    log.warning("releasing %s %s failed (retried at the next start): %s", kind.name, key_of(obj), exc)
+
     @property
-    def jobs(self) -> Informer | None:
+    def jobs(self) -> Informer | NamespacedInformers | None:
         """The manager's Job cache."""
         return self.informers.get(JOB_KIND.name)
 
     def _manager_handler(self, kind: MirroredKind) -> Callable[[str, Obj | None, Obj], None]:
         def on_manager_object(etype: str, old: Obj | None, new: Obj) -> None:
+            if etype == "DELETED":
+                # Gone from the cache (deleted, or no longer ours to cache): drop its records.
+                uid = (old or new)["metadata"].get("uid", "")
+                self.reconcilers[kind.name].forget(uid)
+                self.events[kind.name].forget(uid)
             if not kind.claims(new, self.cfg):
                 if FINALIZER in (new["metadata"].get("finalizers") or []):
                     # Maybe claimed before namespaces/controllerName changed: the reconcile decides.
@@ -183,6 +233,7 @@ class MirrorController:
         for name, informer in self.informers.items():
             claimed = sum(1 for o in informer.items() if self.kinds[name].claims(o, self.cfg))
             log.info("caches synced; %d claimed %ss", claimed, name)
+            spawn(self._release_outside(self.kinds[name]), f"release-outside-{name}")
         spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.origin, self.cfg.gc_interval,
                          list(self.kinds.values()), self.manager_cluster), "gc")
         await self.queue.run_workers(self.cfg.workers_concurrency, self._reconcile)

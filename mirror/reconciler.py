@@ -19,9 +19,10 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from jobapi.objects import annotations_of, labels_of
+from kruntime.bounded import LruDict
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import ObjectEvents
-from kruntime.informer import Informer
+from kruntime.informer import ObjectCache
 from kruntime.ownwrites import OwnWrites
 from kruntime.resources import NAMESPACES, Obj
 from mirror import metrics
@@ -69,6 +70,9 @@ T = TypeVar("T")
 
 NORMAL, WARNING = "Normal", "Warning"
 
+#: the most Jobs any per-uid record of the reconciler holds at once (a backstop, see forget)
+MAX_TRACKED_JOBS = 50_000
+
 
 class WorkerBusy(Exception):
     """The worker already has its share of in-flight calls; try this Job again shortly."""
@@ -103,7 +107,7 @@ class Reconciler:
     cfg: Config
     kind: MirroredKind
     manager: ClusterClient
-    jobs: Informer
+    jobs: ObjectCache
     workers: dict[str, WorkerCluster]
     recorder: ObjectEvents
     policy: PlacementPolicy
@@ -120,18 +124,20 @@ class Reconciler:
         self._own = OwnWrites()
         #: manager uids whose create we sent to a worker (answered or not)
         self._attempted: dict[str, set[str]] = {name: set() for name in self.workers}
+        # Per-uid records below are dropped when the Job is handled to the end or leaves the
+        # cache (forget); the LRU bound caps what a missed drop can leak.
         #: per manager uid, the workers whose same-named object is not our copy: not placed there again
-        self._collided: dict[str, set[str]] = {}
+        self._collided: LruDict[str, set[str]] = LruDict(MAX_TRACKED_JOBS)
         #: per manager uid, how often a collision was reported (the retry backoff)
-        self._collision_reports: dict[str, int] = {}
+        self._collision_reports: LruDict[str, int] = LruDict(MAX_TRACKED_JOBS)
         #: per manager uid, the workers that refused its copy, each until a monotonic deadline
-        self._refused: dict[str, dict[str, float]] = {}
+        self._refused: LruDict[str, dict[str, float]] = LruDict(MAX_TRACKED_JOBS)
         #: per manager uid, how many refusals in a row (the retry backoff)
-        self._refusal_reports: dict[str, int] = {}
+        self._refusal_reports: LruDict[str, int] = LruDict(MAX_TRACKED_JOBS)
         #: per manager uid, when a refused spec patch may be tried again (monotonic)
-        self._patch_not_before: dict[str, float] = {}
+        self._patch_not_before: LruDict[str, float] = LruDict(MAX_TRACKED_JOBS)
         #: manager uids told once that their worker is not configured (the event is not repeated each pass)
-        self._unconfigured_noted: set[str] = set()
+        self._unconfigured_noted: LruDict[str, None] = LruDict(MAX_TRACKED_JOBS)
         #: when this process loaded the worker list: a worker missing from it counts as lost from here
         self._started = time.monotonic()
 
@@ -142,9 +148,7 @@ class Reconciler:
         if job is None:
             return None
         if not self.kind.claims(job, self.cfg):
-            if release_unclaimed(job, claimed=False, origin=self.origin, claimed_in_any_namespace=self.kind.claims(
-                    job, self.cfg.model_copy(update={"namespaces": []}))):
-                await self._release_unclaimed(job)
+            await self.release_if_unclaimed(job)
             return None
         with metrics.SYNC_LATENCY.time():
             try:
@@ -362,7 +366,7 @@ class Reconciler:
                             configured_for=time.monotonic() - self._started)
         if down_for < timeout:
             if worker is None and job["metadata"]["uid"] not in self._unconfigured_noted:
-                self._unconfigured_noted.add(job["metadata"]["uid"])
+                self._unconfigured_noted[job["metadata"]["uid"]] = None
                 self.recorder.event(job, WARNING, UNCONFIGURED_WORKER, f"placed on worker {old}, which is not in "
                                     "the configuration (removed, or renamed without its copy being found on a "
                                     f"configured worker): handled as a lost worker, re-dispatched once "
@@ -605,10 +609,17 @@ class Reconciler:
             "resourceVersion": md["resourceVersion"], "annotations": {ANNOTATION_CLAIMED_BY: self.origin},
             "finalizers": fins if FINALIZER in fins else [*fins, FINALIZER]}}))
 
+    async def release_if_unclaimed(self, job: Obj) -> None:
+        """Release our finalizer from ``job`` if we no longer claim it and it is ours to release."""
+        if release_unclaimed(job, claimed=self.kind.claims(job, self.cfg), origin=self.origin,
+                             claimed_in_any_namespace=self.kind.claims(
+                                 job, self.cfg.model_copy(update={"namespaces": []}))):
+            await self._release_unclaimed(job)
+
     async def _release_unclaimed(self, job: Obj) -> None:
         """We no longer claim this Job: let go of it. Its copy, if any, is left as it is."""
         await self._drop_finalizer(job)
-        self._forget(job["metadata"]["uid"])
+        self.forget(job["metadata"]["uid"])
         metrics.UNCLAIMED_RELEASES.inc()
         placed = placement_of(job).worker
         self.recorder.event(job, NORMAL, "FinalizerReleased", f"no longer claimed by this jobmirror (controllerName "
@@ -691,7 +702,7 @@ class Reconciler:
         if not all_gone:
             refusals = self._refusal_reports.get(uid, 0)
             return collision_retry_delay(refusals, base=min(self.cfg.resync_period, 5.0))
-        self._forget(uid)
+        self.forget(uid)
         await self._drop_finalizer(job)
         for name in sorted(left):
             metrics.COPIES_LEFT_FOR_GC.labels(name).inc()
@@ -701,12 +712,12 @@ class Reconciler:
                                 "answers again")
         return None
 
-    def _forget(self, uid: str) -> None:
+    def forget(self, uid: str) -> None:
         """Drop every per-Job record (the maps stay bounded by the Jobs we handle)."""
-        for tracked in (*self._pending.values(), *self._attempted.values(), self._unconfigured_noted):
+        for tracked in (*self._pending.values(), *self._attempted.values()):
             tracked.discard(uid)
         for per_uid in (self._collided, self._collision_reports, self._refused, self._refusal_reports,
-                        self._patch_not_before):
+                        self._patch_not_before, self._unconfigured_noted):
             per_uid.pop(uid, None)
 
     async def _write_status(self, job: Obj, remote: Obj | None) -> Obj:
