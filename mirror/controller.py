@@ -235,7 +235,7 @@ class MirrorController:
             log.info("caches synced; %d claimed %ss", claimed, name)
             spawn(self._release_outside(self.kinds[name]), f"release-outside-{name}")
         spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.origin, self.cfg.gc_interval,
-                         list(self.kinds.values()), self.manager_cluster), "gc")
+                         list(self.kinds.values()), self.manager_cluster, caches=self.informers), "gc")
         await self.queue.run_workers(self.cfg.workers_concurrency, self._reconcile)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:

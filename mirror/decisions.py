@@ -204,3 +204,13 @@ def lost_for(unhealthy_for: float | None, *, configured_for: float) -> float:
     re-dispatches its Jobs at once (a restart restarts the clock: later, never earlier).
     """
     return configured_for if unhealthy_for is None else unhealthy_for
+
+
+def says_something_new(previous: str | None, message: str) -> bool:
+    """Whether a condition that holds pass after pass (e.g. ``NoWorker``) is evented again.
+
+    Once per Job while the message stays the same, so a backlog of unplaceable Jobs does not
+    write an event per Job per resync; a changed reason (a pinned worker now configured but
+    unhealthy) is news. Messages carry no changing durations, so "the same" means same reason.
+    """
+    return previous != message

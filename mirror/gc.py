@@ -5,6 +5,13 @@ was down, a copy left on a worker that was unreachable when its Job moved. A cop
 deleted only after the manager is re-read from the server (a cache can lag a fresh
 placement by milliseconds), and only when its origin label is ours.
 
+GC must not starve status writes, which share the manager client's rate limiter: each
+copy is first judged against the manager *cache* (free), and only the few the cache says
+to delete (or cannot prove ours) are confirmed with a live read, at most
+``CONFIRM_BUDGET`` per round (the rest wait for the next). A copy the cache keeps costs
+no request; a cache lagging a deletion delays that copy's collection by a round, never
+deletes a live one.
+
 Ownership must be proven, not assumed from the origin label alone (two installations
 may ship the same ``origin``): a copy whose manager Job exists with the copy's origin
 uid is ours by uid; a copy whose manager Job is gone is ours only if it carries our
@@ -16,11 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
 from jobapi.objects import annotations_of, labels_of
 from kruntime.client import ApiError, ClusterClient
+from kruntime.informer import ObjectCache
 from kruntime.resources import Obj, split_key
 from mirror import metrics
 from mirror.kinds import MirroredKind, manager_key_of
@@ -55,8 +63,24 @@ def judge(remote: Obj, manager: Obj | None, *, origin: str, manager_cluster: str
     return Verdict.ORPHAN
 
 
+#: live manager reads one GC round may make (per kind); the copies beyond it wait a round
+CONFIRM_BUDGET = 100
+
+
+def needs_confirmation(cached: Verdict) -> bool:
+    """Whether a copy judged against the manager cache must be re-judged on a live read.
+
+    Only a keep is final from the cache: a delete is irreversible and the cache may lag a
+    fresh placement; an unproven copy may belong to a manager object the cache does not
+    hold (it keeps only claimed ones).
+    """
+    return cached is not Verdict.KEEP
+
+
 async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], origin: str,
-                       kind: MirroredKind, manager_cluster: str) -> int:
+                       kind: MirroredKind, manager_cluster: str, cache: ObjectCache | None = None,
+                       budget: int = CONFIRM_BUDGET) -> int:
+    """One GC round for ``kind``; ``cache`` None reads every manager object live (no cache yet)."""
     deleted = 0
     for w in workers:
         unproven = 0
@@ -65,8 +89,18 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
         for remote in w.copies(kind):
             key = manager_key_of(kind, remote)
             ns, name = split_key(key) if key else (None, "")
+            if cache is not None:
+                cached = cache.get(key) if key else None
+                verdict = judge(remote, cached, origin=origin, manager_cluster=manager_cluster, worker=w.name)
+                if not needs_confirmation(verdict):
+                    continue
+            if budget <= 0:
+                metrics.GC_DEFERRED.labels(w.name).inc()
+                continue
             fresh: Obj | None = None
             if ns:
+                budget -= 1
+                metrics.GC_MANAGER_READS.inc()
                 try:
                     fresh = await manager.get(kind.resource, ns, name)
                 except ApiError as exc:
@@ -99,11 +133,13 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
 
 
 async def gc_loop(manager: ClusterClient, workers: list[WorkerCluster], origin: str, interval: float,
-                  kinds: Sequence[MirroredKind], manager_cluster: str) -> None:
+                  kinds: Sequence[MirroredKind], manager_cluster: str,
+                  caches: Mapping[str, ObjectCache] | None = None) -> None:
     while True:
         await asyncio.sleep(interval)
         try:
             for kind in kinds:
-                await collect_once(manager, workers, origin, kind, manager_cluster)
+                await collect_once(manager, workers, origin, kind, manager_cluster,
+                                   cache=(caches or {}).get(kind.name))
         except Exception:
             log.exception("gc round failed; next round in %.0fs", interval)

@@ -29,3 +29,7 @@ UNCLAIMED_RELEASES = Counter("jobmirror_unclaimed_releases_total", "Finalizers r
 WORKER_REFUSALS = Counter("jobmirror_worker_refusals_total", "Creates, spec patches and deletes of a copy that a "
                           "worker refused with a 4xx (quota, admission, terminating namespace, invalid)",
                           ["worker", "verb"])
+GC_MANAGER_READS = Counter("jobmirror_gc_manager_reads_total", "Live manager reads GC made to confirm a copy the "
+                           "cache says to delete (copies the cache keeps cost none)")
+GC_DEFERRED = Counter("jobmirror_gc_deferred_total", "Copies whose GC confirmation waited a round: the round's "
+                      "manager read budget was spent", ["worker"])

@@ -48,6 +48,7 @@ from mirror.decisions import (
     refusal_action,
     refusal_exclusions,
     release_unclaimed,
+    says_something_new,
     status_to_write,
 )
 from mirror.kinds import MirroredKind
@@ -138,6 +139,8 @@ class Reconciler:
         self._patch_not_before: LruDict[str, float] = LruDict(MAX_TRACKED_JOBS)
         #: manager uids told once that their worker is not configured (the event is not repeated each pass)
         self._unconfigured_noted: LruDict[str, None] = LruDict(MAX_TRACKED_JOBS)
+        #: per manager uid, the NoWorker message last evented (not repeated every pass while it holds)
+        self._no_worker_said: LruDict[str, str] = LruDict(MAX_TRACKED_JOBS)
         #: when this process loaded the worker list: a worker missing from it counts as lost from here
         self._started = time.monotonic()
 
@@ -307,8 +310,15 @@ class Reconciler:
         try:
             chosen = self._choose(job, exclude)
         except NoWorker as exc:
-            self.recorder.event(job, WARNING, "NoWorker", f"cannot dispatch: {exc}")
+            uid, message = job["metadata"]["uid"], f"cannot dispatch: {exc}"
+            if says_something_new(self._no_worker_said.get(uid), message):
+                self._no_worker_said[uid] = message
+                self.recorder.event(job, WARNING, "NoWorker", message)
+            else:
+                log.debug("%s/%s still cannot be dispatched: %s", job["metadata"]["namespace"],
+                          job["metadata"]["name"], exc)
             return job, Placement(None, job["metadata"]["name"])
+        self._no_worker_said.pop(job["metadata"]["uid"], None)
         return await self._place_on(job, chosen)
 
     async def _place_on(self, job: Obj, chosen: str) -> tuple[Obj, Placement]:
@@ -717,7 +727,7 @@ class Reconciler:
         for tracked in (*self._pending.values(), *self._attempted.values()):
             tracked.discard(uid)
         for per_uid in (self._collided, self._collision_reports, self._refused, self._refusal_reports,
-                        self._patch_not_before, self._unconfigured_noted):
+                        self._patch_not_before, self._unconfigured_noted, self._no_worker_said):
             per_uid.pop(uid, None)
 
     async def _write_status(self, job: Obj, remote: Obj | None) -> Obj:

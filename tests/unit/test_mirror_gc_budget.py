@@ -1,0 +1,121 @@
+"""GC reads the manager cache first and confirms only deletions live (issue 11 item 11), and
+conditions that hold every pass are evented once, not per pass."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kruntime.client import ApiError
+from kruntime.resources import Obj, Resource
+from mirror.decisions import says_something_new
+from mirror.gc import Verdict, collect_once, needs_confirmation
+from mirror.job_kind import JOB_KIND
+from mirror.naming import (
+    ANNOTATION_CLUSTER,
+    ANNOTATION_ORIGIN_JOB,
+    LABEL_ORIGIN,
+    LABEL_ORIGIN_CLUSTER,
+    LABEL_ORIGIN_UID,
+)
+
+ORIGIN, CLUSTER, WORKER = "o", "mc", "w1"
+
+
+def copy_of(name: str) -> Obj:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"c-{name}",
+                         "labels": {LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: f"u-{name}", LABEL_ORIGIN_CLUSTER: CLUSTER},
+                         "annotations": {ANNOTATION_ORIGIN_JOB: f"ns/{name}"}}}
+
+
+def manager_job(name: str, worker: str = WORKER) -> Obj:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}",
+                         "annotations": {ANNOTATION_CLUSTER: worker}}}
+
+
+class _Manager:
+    def __init__(self, jobs: dict[str, Obj]) -> None:
+        self.jobs = jobs
+        self.gets = 0
+
+    async def get(self, resource: Resource, ns: str, name: str) -> Obj:
+        self.gets += 1
+        if f"{ns}/{name}" not in self.jobs:
+            raise ApiError(404, "NotFound", "gone", {})
+        return self.jobs[f"{ns}/{name}"]
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+
+    async def delete(self, resource: Resource, ns: str, name: str, **_: Any) -> Obj:
+        self.deleted.append(name)
+        return {}
+
+
+class _Worker:
+    name = WORKER
+    healthy = True
+
+    def __init__(self, copies: list[Obj]) -> None:
+        self._copies = copies
+        self.client = _Client()
+
+    def copies(self, kind: Any) -> list[Obj]:
+        return self._copies
+
+
+class _Cache(dict[str, Obj]):
+    pass
+
+
+@pytest.mark.parametrize(("verdict", "confirm"), [
+    (Verdict.KEEP, False), (Verdict.ORPHAN, True), (Verdict.STALE, True), (Verdict.UNPROVEN, True)])
+def test_only_a_keep_is_final_from_the_cache(verdict: Verdict, confirm: bool) -> None:
+    assert needs_confirmation(verdict) is confirm
+
+
+def _setup(n_live: int, n_orphans: int, n_stale: int) -> tuple[_Manager, _Worker, _Cache]:
+    live = {f"ns/live-{i}": manager_job(f"live-{i}") for i in range(n_live)}
+    stale = {f"ns/stale-{i}": manager_job(f"stale-{i}", worker="w2") for i in range(n_stale)}
+    copies = [copy_of(f"live-{i}") for i in range(n_live)] + [copy_of(f"orphan-{i}") for i in range(n_orphans)]
+    copies += [copy_of(f"stale-{i}") for i in range(n_stale)]
+    return _Manager(live | stale), _Worker(copies), _Cache(live | stale)
+
+
+async def test_copies_the_cache_keeps_cost_no_manager_request() -> None:
+    manager, worker, cache = _setup(500, 3, 2)
+    deleted = await collect_once(manager, [worker], ORIGIN, JOB_KIND, CLUSTER, cache=cache)  # type: ignore[arg-type, list-item]
+    assert manager.gets == 5  # only the copies to delete were confirmed
+    assert deleted == 5 and sorted(worker.client.deleted) == [*(f"orphan-{i}" for i in range(3)),
+                                                              *(f"stale-{i}" for i in range(2))]
+
+
+async def test_a_lagging_cache_never_deletes_a_live_copy() -> None:
+    manager, worker, cache = _setup(3, 0, 0)
+    cache.clear()  # the cache has not seen the manager Jobs yet
+    assert await collect_once(manager, [worker], ORIGIN, JOB_KIND, CLUSTER, cache=cache) == 0  # type: ignore[arg-type, list-item]
+    assert manager.gets == 3 and worker.client.deleted == []
+
+
+async def test_confirmations_per_round_are_budgeted() -> None:
+    manager, worker, cache = _setup(10, 5, 0)
+    assert await collect_once(manager, [worker], ORIGIN, JOB_KIND, CLUSTER, cache=cache, budget=2) == 2  # type: ignore[arg-type, list-item]
+    assert manager.gets == 2
+
+
+async def test_without_a_cache_every_copy_is_read_live() -> None:
+    manager, worker, _ = _setup(4, 1, 0)
+    assert await collect_once(manager, [worker], ORIGIN, JOB_KIND, CLUSTER) == 1  # type: ignore[arg-type, list-item]
+    assert manager.gets == 5
+
+
+@pytest.mark.parametrize(("previous", "message", "event"), [
+    (None, "cannot dispatch: no healthy worker", True),
+    ("cannot dispatch: no healthy worker", "cannot dispatch: no healthy worker", False),
+    ("cannot dispatch: no healthy worker", "cannot dispatch: pinned worker 'w9' is not configured", True),
+])
+def test_a_standing_condition_is_evented_once_per_reason(previous: str | None, message: str, event: bool) -> None:
+    assert says_something_new(previous, message) is event
