@@ -714,6 +714,10 @@ class Reconciler:
             return collision_retry_delay(refusals, base=min(self.cfg.resync_period, 5.0))
         self.forget(uid)
         await self._drop_finalizer(job)
+        if deleted and placement.worker is not None and pw is None and not copies:
+            self.recorder.event(job, WARNING, "CopyLeftForGC", f"worker {placement.worker} is not in the "
+                                "configuration: the finalizer is released without deleting a copy there; delete "
+                                "it on that cluster, or configure the worker again and garbage collection does")
         for name in sorted(left):
             metrics.COPIES_LEFT_FOR_GC.labels(name).inc()
             self.recorder.event(job, WARNING, "CopyLeftForGC", f"worker {name} has been unreachable for longer than "

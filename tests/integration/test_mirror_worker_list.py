@@ -14,6 +14,7 @@ import pytest
 
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
+from kruntime.resources import JOBS
 from mirror.config import Worker
 from mirror.naming import ANNOTATION_CLUSTER
 from tests.conftest import wait_for
@@ -96,3 +97,26 @@ async def test_removed_worker_waits_for_worker_lost_timeout(client_for: ClientFo
         # a removed worker's WorkerNotConfigured event is written once per Job, not per pass
         noted = [e for e in await env.events("removed") if e["reason"] == "WorkerNotConfigured"]
         assert len(noted) == 1 and noted[0].get("count", 1) == 1, noted
+
+
+async def test_deleting_a_job_placed_on_a_removed_worker_says_its_copy_is_left(
+        client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns) as env:
+        ctrl = await env.start()
+        uid, worker, _ = await _running_copy(env, "deleted")
+        await env.stop(ctrl)
+        other = next(w for w in env.workers if w != worker)
+        await env.start(env.config_with(workers=_workers(env, {other: other})))
+        await env.wait_event("deleted", "WorkerNotConfigured", timeout=15)
+        await env.manager.delete(JOBS, ns, "deleted")
+        left = await env.wait_event("deleted", "CopyLeftForGC")
+        assert f"worker {worker} is not in the configuration" in left["message"]
+        await env.wait_gone("deleted")
+        assert set(await env.copies(uid)) == {worker}  # left, unwatched, as the event says
+        await env.stop()
+        await env.start(env.config_with(workers=_workers(env, {worker: worker, other: other})))
+
+        async def collected() -> bool:
+            return await env.copies(uid) == {}
+
+        await wait_for(collected, timeout=30, what="the left copy garbage-collected once configured again")
