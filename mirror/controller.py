@@ -249,7 +249,11 @@ class MirrorController:
         task.add_done_callback(done)
 
     async def run(self, *, health: bool = True) -> None:
-        await self.connect()
+        try:
+            await self.connect()
+        except BaseException:  # e.g. a worker-list ConfigError: close the clients opened so far
+            await self.stop()
+            raise
         server = None
         if health and self.cfg.metrics_address:
             server = self.health_server = HealthServer(self.cfg.metrics_address, liveness=self.liveness,
