@@ -150,6 +150,9 @@ def copy_propagation(obj: Obj) -> str:
 
 #: seconds a worker that refused a Job's copy is skipped when placing that Job again
 REFUSAL_EXCLUSION = 300.0
+#: seconds a worker that dropped fields of a Job's copy (older API server) is skipped for that Job:
+#: its version changes only with an upgrade, so retrying it every few minutes would only churn copies
+SKEW_EXCLUSION = 3600.0
 
 
 def is_refusal(status: int, *, missing_namespace: bool = False) -> bool:

@@ -33,6 +33,9 @@ class JobKind:
     def spec_patch(self, manager: Obj, remote: Obj) -> Obj | None:
         return remote_copy.spec_patch(manager, remote)
 
+    def dropped_fields(self, sent: Obj, created: Obj) -> list[str]:
+        return remote_copy.dropped_fields(sent, created)
+
     def desired_status(self, manager: Obj, remote: Obj | None, now: datetime) -> Obj:
         return status.desired_manager_status(manager, remote, now)
 

@@ -46,6 +46,10 @@ class MirroredKind(Protocol):
         """A merge patch bringing the copy's mutable spec in line with the manager's, or None."""
         ...
 
+    def dropped_fields(self, sent: Obj, created: Obj) -> list[str]:
+        """Paths of fields in ``sent`` missing from the worker's ``created`` answer (version skew)."""
+        ...
+
     def desired_status(self, manager: Obj, remote: Obj | None, now: datetime) -> Obj:
         """The manager's status given its copy (None: no copy yet, or its worker is unreachable)."""
         ...

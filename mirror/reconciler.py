@@ -29,6 +29,7 @@ from mirror import metrics
 from mirror.config import Config, MissingNamespace
 from mirror.decisions import (
     REFUSAL_EXCLUSION,
+    SKEW_EXCLUSION,
     UNCONFIGURED_WORKER,
     CollisionAction,
     Placement,
@@ -85,6 +86,15 @@ class CopyVanished(Exception):
     """The decided Job's copy is gone from a healthy worker: finish it, never create it again."""
 
     expected = True
+
+
+class CopyDroppedFields(Exception):
+    """The worker created the copy without fields we sent (an older API server pruned them)."""
+
+    def __init__(self, created: Obj, fields: list[str]) -> None:
+        super().__init__(", ".join(fields))
+        self.created = created
+        self.fields = fields
 
 
 class StatusRejected(Exception):
@@ -213,6 +223,8 @@ class Reconciler:
                 remote = await self._find_or_create(job, worker, placement)
             except CopyVanished as gone:
                 return await self._finish_decided(job, str(gone))
+            except CopyDroppedFields as skew:
+                return await self._dropped_fields(job, worker, skew)
             except ApiError as exc:
                 if not is_refusal(exc.status, missing_namespace=_missing_namespace(exc)):
                     raise
@@ -447,6 +459,9 @@ class Reconciler:
             raise
         if created is None:
             return None
+        dropped = self.kind.dropped_fields(body, created)
+        if dropped:
+            raise CopyDroppedFields(created, dropped)
         self._pending[worker.name].add(job["metadata"]["uid"])
         metrics.DISPATCHES.labels(worker.name).inc()
         self._refusal_reports.pop(job["metadata"]["uid"], None)
@@ -478,20 +493,38 @@ class Reconciler:
         reports = self._refusal_reports[uid] = self._refusal_reports.get(uid, 0) + 1
         return collision_retry_delay(reports, base=self.cfg.resync_period)
 
-    async def _create_refused(self, job: Obj, worker: WorkerCluster, exc: ApiError) -> float:
+    async def _dropped_fields(self, job: Obj, worker: WorkerCluster, skew: CopyDroppedFields) -> float:
+        """The worker would run the copy with other semantics: delete it at once, never let it run.
+
+        Handled as a refusal of that worker for this Job (``SKEW_EXCLUSION``): placed elsewhere
+        when unpinned and another worker can take it, else kept pending and retried with backoff.
+        """
+        md = job["metadata"]
+        deleted = await self._delete_remote(job, worker, skew.created, "dropped fields")
+        what = (f"worker {worker.name} dropped fields of {md['namespace']}/{md['name']} it does not know "
+                f"(older Kubernetes?): {skew}; the copy would run with other semantics, so it was "
+                + ("deleted at once" if deleted else "not deleted yet (retried)"))
+        return await self._create_refused(job, worker, what, exclusion=SKEW_EXCLUSION, reason="WorkerDroppedFields",
+                                          verb="skew", left_copy=not deleted)
+
+    async def _create_refused(self, job: Obj, worker: WorkerCluster, what: str | ApiError, *,
+                              exclusion: float = REFUSAL_EXCLUSION, reason: str = "WorkerRefused",
+                              verb: str = "create", left_copy: bool = False) -> float:
         """The worker said no to the copy: say so at once, and move the Job or retry with backoff.
 
-        The worker is excluded for this Job for ``REFUSAL_EXCLUSION`` seconds (quota frees up,
+        The worker is excluded for this Job for ``exclusion`` seconds (quota frees up,
         policies change); nothing runs there, so it is not counted as load.
         """
         md = job["metadata"]
         uid = md["uid"]
         self._pending[worker.name].discard(uid)
-        self._attempted[worker.name].discard(uid)  # a refused create left nothing behind
-        metrics.WORKER_REFUSALS.labels(worker.name, "create").inc()
-        self._refused.setdefault(uid, {})[worker.name] = time.monotonic() + REFUSAL_EXCLUSION
+        if not left_copy:
+            self._attempted[worker.name].discard(uid)  # a refused create left nothing behind
+        metrics.WORKER_REFUSALS.labels(worker.name, verb).inc()
+        self._refused.setdefault(uid, {})[worker.name] = time.monotonic() + exclusion
         delay = self._refusal_delay(uid)
-        what = f"worker {worker.name} refused to create {md['namespace']}/{md['name']}: {exc.message}"
+        if isinstance(what, ApiError):
+            what = f"worker {worker.name} refused to create {md['namespace']}/{md['name']}: {what.message}"
         pinned = ANNOTATION_PIN in annotations_of(job)
         chosen: str | None = None
         why = f"the Job is pinned to {worker.name}"
@@ -502,13 +535,12 @@ class Reconciler:
                 why = f"no other worker accepts it now ({no})"
         if chosen is not None and refusal_action(pinned=pinned, alternative=True) is RefusalAction.REPLACE:
             job, _ = await self._place_on(job, chosen)
-            self.recorder.event(job, WARNING, "WorkerRefused", f"{what}; placed on {chosen} instead")
+            self.recorder.event(job, WARNING, reason, f"{what}; placed on {chosen} instead")
             metrics.REDISPATCHES.labels(worker.name, chosen).inc()
             return 0.0
-        self.recorder.event(job, WARNING, "WorkerRefused", f"{what}; {why}: retried with backoff (at most every "
+        self.recorder.event(job, WARNING, reason, f"{what}; {why}: retried with backoff (at most every "
                             f"{collision_retry_delay(99, base=self.cfg.resync_period):.0f}s)")
-        log.warning("%s/%s: worker %s refused the copy (%s); next try in %.0fs", md["namespace"], md["name"],
-                    worker.name, exc.message, delay)
+        log.warning("%s/%s: %s; next try in %.0fs", md["namespace"], md["name"], what, delay)
         return delay
 
     async def _patch_copy(self, job: Obj, worker: WorkerCluster, remote: Obj, patch: Obj) -> float:

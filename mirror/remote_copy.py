@@ -102,6 +102,29 @@ def spec_patch(manager: Obj, remote: Obj) -> Obj | None:
     return {"spec": patch} if patch else None
 
 
+def _dropped(sent: object, got: object, path: str) -> list[str]:
+    if isinstance(sent, dict) and isinstance(got, dict):
+        out: list[str] = []
+        for k, v in sent.items():
+            if v is None or v == {} or v == []:
+                continue  # nothing to lose: the server may omit empty values
+            out += [f"{path}.{k}"] if k not in got else _dropped(v, got[k], f"{path}.{k}")
+        return out
+    if isinstance(sent, list) and isinstance(got, list) and len(sent) == len(got):
+        # Same length only: an admission plugin that adds or removes items defeats alignment.
+        return [p for i, (a, b) in enumerate(zip(sent, got, strict=True)) for p in _dropped(a, b, f"{path}[{i}]")]
+    return []
+
+
+def dropped_fields(sent: Obj, created: Obj) -> list[str]:
+    """Spec fields we sent that the worker's answer lacks: an older API server pruned what it
+    does not know (``successPolicy`` on 1.30), so the copy would run with other semantics.
+
+    Only key presence counts: a server may normalise values (quantities) or add defaults.
+    """
+    return _dropped(sent.get("spec") or {}, created.get("spec") or {}, "spec")
+
+
 def is_our_copy(remote: Obj, *, origin: str, manager_uid: str) -> bool:
     labels = labels_of(remote)
     return labels.get(LABEL_ORIGIN) == origin and labels.get(LABEL_ORIGIN_UID) == manager_uid

@@ -4,6 +4,7 @@ The mirror must still land a valid, final status on the manager."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -54,3 +55,48 @@ async def test_old_worker_status_is_repaired_into_a_valid_manager_status(
         assert cond(failed, "FailureTarget") == "True"
         assert "completionTime" not in failed["status"]
         assert not failed["status"].get("active")
+
+
+async def test_copy_whose_fields_an_old_worker_drops_is_deleted_and_placed_elsewhere(
+    client_for: Callable[[ClusterSpec], Awaitable[ClusterClient]],
+    cluster: Callable[[ClusterSpec], LocalCluster],
+    ns: str,
+) -> None:
+    """Issue 11 item 9: 1.30 prunes ``successPolicy`` (alpha, off there); the copy never runs there."""
+    from mirror import metrics
+    from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN
+    from tests.conftest import WORKER_1
+
+    def skews() -> float:
+        return float(metrics.WORKER_REFUSALS.labels("worker-old", "skew")._value.get())
+
+    policy = {"rules": [{"succeededIndexes": "0"}]}
+    async with mirror_env(client_for, cluster, ns, workers=(WORKER_1, OLD_WORKER), resync_period=1.0) as env:
+        old = env.workers["worker-old"]
+        before = skews()
+        await env.start()
+        # Load worker-1 first, so LeastLoaded picks the old worker for the next Job.
+        await env.create(make_job("filler", duration_ms=20_000))
+        await env.wait_event("filler", "Dispatched", timeout=30)
+        job = await env.create(make_job("policy", indexed=True, completions=2, parallelism=2,
+                                        success_policy=policy, duration_ms=500))
+        ev = await env.wait_event("policy", "WorkerDroppedFields", timeout=30)
+        assert "worker worker-old dropped fields" in ev["message"] and "spec.successPolicy" in ev["message"], ev
+        assert "deleted at once" in ev["message"] and "placed on worker-1 instead" in ev["message"], ev
+        done = await env.wait_condition("policy", "Complete", timeout=60)
+        assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-1"
+        assert cond(done, "SuccessCriteriaMet") == "True"
+        copies = await env.copies(job["metadata"]["uid"])
+        assert "worker-old" not in copies
+        assert skews() - before == 1
+
+        # Pinned to the old worker: kept pending (no copy there), said so, retried with backoff.
+        pinned = await env.create(make_job("pinned", indexed=True, completions=2, parallelism=2,
+                                           success_policy=policy, annotations={ANNOTATION_PIN: "worker-old"}))
+        ev = await env.wait_event("pinned", "WorkerDroppedFields", timeout=30)
+        assert "pinned to worker-old" in ev["message"] and "backoff" in ev["message"], ev
+        await asyncio.sleep(3)
+        assert await env.get("pinned", old) is None
+        assert "worker-1" not in await env.copies(pinned["metadata"]["uid"])
+        current = await env.get("pinned")
+        assert current is not None and not (current.get("status") or {}).get("succeeded")

@@ -58,6 +58,9 @@ class WidgetKind:
             return copy.deepcopy(manager.get("status") or {})
         return {"phase": (remote.get("status") or {}).get("phase", "Pending")}
 
+    def dropped_fields(self, sent: Obj, created: Obj) -> list[str]:
+        return []
+
     def decided_status(self, manager: Obj, now: datetime) -> Obj | None:
         return None  # a Widget has no interim outcome
 

@@ -16,7 +16,7 @@ from mirror.naming import (
     LABEL_ORIGIN_CLUSTER,
     LABEL_ORIGIN_UID,
 )
-from mirror.remote_copy import build_remote_copy, is_our_copy, spec_patch
+from mirror.remote_copy import build_remote_copy, dropped_fields, is_our_copy, spec_patch
 
 UID = "0b5c6f0e-1111-2222-3333-444455556666"
 ORIGIN = "mgr-a"
@@ -380,3 +380,21 @@ def test_a_built_copy_is_recognised_as_ours_only_for_its_manager() -> None:
     assert is_our_copy(out, origin=ORIGIN, manager_uid=UID)
     assert not is_our_copy(out, origin=ORIGIN, manager_uid="x")
     assert not is_our_copy(out, origin="other", manager_uid=UID)
+
+
+@pytest.mark.parametrize(("sent", "created", "expected"), [
+    ({"spec": {"successPolicy": {"rules": [{"succeededIndexes": "0"}]}, "parallelism": 2}},
+     {"spec": {"parallelism": 2, "backoffLimit": 6}}, ["spec.successPolicy"]),
+    ({"spec": {"template": {"spec": {"containers": [{"name": "a", "resizePolicy": [{"x": 1}]}]}}}},
+     {"spec": {"template": {"spec": {"containers": [{"name": "a"}]}}}},
+     ["spec.template.spec.containers[0].resizePolicy"]),
+    # defaults added, empty values omitted, values normalised: nothing lost
+    ({"spec": {"selector": None, "template": {"metadata": {}, "spec": {"volumes": []}}, "x": "1000m"}},
+     {"spec": {"x": "1", "template": {"spec": {"dnsPolicy": "ClusterFirst"}}}}, []),
+    # a list an admission plugin changed the length of is not compared item by item
+    ({"spec": {"c": [{"a": 1}]}}, {"spec": {"c": [{"b": 1}, {"a": 1}]}}, []),
+    ({"spec": {"podReplacementPolicy": "Failed", "backoffLimitPerIndex": 1}}, {"spec": {}},
+     ["spec.podReplacementPolicy", "spec.backoffLimitPerIndex"]),
+])
+def test_dropped_fields(sent: dict[str, Any], created: dict[str, Any], expected: list[str]) -> None:
+    assert dropped_fields(sent, created) == expected
