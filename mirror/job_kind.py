@@ -33,6 +33,9 @@ class JobKind:
     def spec_patch(self, manager: Obj, remote: Obj) -> Obj | None:
         return remote_copy.spec_patch(manager, remote)
 
+    def recreate_when_refused(self, patch: Obj) -> bool:
+        return remote_copy.rewrites_template(patch)
+
     def dropped_fields(self, sent: Obj, created: Obj) -> list[str]:
         return remote_copy.dropped_fields(sent, created)
 

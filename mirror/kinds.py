@@ -46,6 +46,11 @@ class MirroredKind(Protocol):
         """A merge patch bringing the copy's mutable spec in line with the manager's, or None."""
         ...
 
+    def recreate_when_refused(self, patch: Obj) -> bool:
+        """Whether a worker's refusal of ``patch`` (from :meth:`spec_patch`) is met by deleting the
+        copy for re-creation from the manager (the patch only applies to a copy running nothing)."""
+        ...
+
     def dropped_fields(self, sent: Obj, created: Obj) -> list[str]:
         """Paths of fields in ``sent`` missing from the worker's ``created`` answer (version skew)."""
         ...

@@ -34,6 +34,8 @@ FINALIZER = "jobmirror.dev/cleanup"
 ANNOTATION_CLAIMED_BY = "jobmirror.dev/claimed-by"
 #: set by a user: how the copy is deleted when the manager Job is (Orphan | Foreground | Background)
 ANNOTATION_DELETE_PROPAGATION = "jobmirror.dev/delete-propagation"
+#: on a copy: digest of the manager pod template's scheduling directives it was last brought in line with
+ANNOTATION_TEMPLATE_HASH = "jobmirror.dev/template-hash"
 
 FIELD_MANAGER = "jobmirror"
 

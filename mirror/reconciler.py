@@ -555,10 +555,17 @@ class Reconciler:
             if not is_refusal(exc.status):
                 raise
             metrics.WORKER_REFUSALS.labels(worker.name, "patch").inc()
+            # A suspended copy runs no pods: re-create it from the manager instead (nothing runs twice).
+            if (self.kind.recreate_when_refused(patch) and self.kind.is_suspended(remote)
+                    and await self._delete_remote(job, worker, remote, "re-created for its new template")):
+                self.recorder.event(job, NORMAL, "CopyRecreated", f"worker {worker.name} refused to rewrite "
+                                    f"the suspended copy's pod template ({exc.message}); deleted it to be "
+                                    "created again from the manager's template")
+                return 0.0
             delay = self._refusal_delay(uid)
             self._patch_not_before[uid] = time.monotonic() + delay
             self.recorder.event(job, WARNING, "WorkerRefused", f"worker {worker.name} refused the spec change "
-                                f"{patch['spec']} on {md['namespace']}/{md['name']}: {exc.message}; status is still "
+                                f"{patch} on {md['namespace']}/{md['name']}: {exc.message}; status is still "
                                 "mirrored, the change is retried with backoff (at most every "
                                 f"{collision_retry_delay(99, base=self.cfg.resync_period):.0f}s)")
             return delay

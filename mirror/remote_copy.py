@@ -7,6 +7,8 @@ API server's) travel to the worker unchanged.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 
 from jobapi.names import JOB_NAME_LABELS
 from jobapi.objects import labels_of
@@ -18,6 +20,7 @@ from mirror.naming import (
     ANNOTATION_ORIGIN_JOB,
     ANNOTATION_PIN,
     ANNOTATION_REMOTE_NAME,
+    ANNOTATION_TEMPLATE_HASH,
     CONTROLLER_UID_LABELS,
     LABEL_ORIGIN,
     LABEL_ORIGIN_CLUSTER,
@@ -31,6 +34,10 @@ _OUR_ANNOTATIONS = (ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME, ANNOTATION_PIN, 
                     ANNOTATION_DELETE_PROPAGATION)
 #: spec fields that follow the manager after dispatch (mutable on a live Job)
 MUTABLE_SPEC_FIELDS = ("suspend", "parallelism", "activeDeadlineSeconds")
+#: pod-template fields the API server lets change while a Job is suspended and not started
+SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "affinity", "schedulingGates")
+_SYSTEM_LABELS = (*CONTROLLER_UID_LABELS, *JOB_NAME_LABELS)
+_SYSTEM_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 
 def _strip_uid_labels(labels: Obj | None) -> Obj | None:
@@ -57,6 +64,7 @@ def build_remote_copy(manager: Obj, *, origin: str, origin_cluster: str, remote_
     meta["labels"] = labels
     ann = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in _OUR_ANNOTATIONS}
     ann[ANNOTATION_ORIGIN_JOB] = f"{md['namespace']}/{md['name']}"
+    ann[ANNOTATION_TEMPLATE_HASH] = template_hash(manager)
     ann.pop("kubectl.kubernetes.io/last-applied-configuration", None)
     meta["annotations"] = ann
     out["metadata"] = meta
@@ -81,11 +89,53 @@ def build_remote_copy(manager: Obj, *, origin: str, origin_cluster: str, remote_
     return out
 
 
+def _directives(job: Obj) -> Obj:
+    """The template parts a re-admission may rewrite, minus labels each cluster generates."""
+    tmpl = (job.get("spec") or {}).get("template") or {}
+    tmd, tspec = tmpl.get("metadata") or {}, tmpl.get("spec") or {}
+    return {"metadata": {"labels": {k: v for k, v in (tmd.get("labels") or {}).items() if k not in _SYSTEM_LABELS},
+                         "annotations": dict(tmd.get("annotations") or {})},
+            "spec": {f: tspec.get(f) for f in SCHEDULING_FIELDS}}
+
+
+def template_hash(manager: Obj) -> str:
+    """Digest of the manager's scheduling directives: the copy records what it was built from, so
+    a worker-side mutation of its template is never mistaken for a manager change (no patch loop)."""
+    return hashlib.sha256(json.dumps(_directives(manager), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def merge_diff(old: object, new: object) -> object:
+    """The JSON merge patch (RFC 7386) turning ``old`` into ``new`` (lists are replaced whole)."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return new
+    out = {k: None for k in old if k not in new}
+    out.update({k: merge_diff(old.get(k), v) for k, v in new.items() if old.get(k) != v})
+    return out
+
+
+def _metadata_additions(manager: Obj, remote: Obj) -> Obj:
+    """Labels/annotations set on the manager Job (not ours, not system ones) the copy lacks or differs in.
+
+    Removals are not followed: a key on the copy may be the worker's own.
+    """
+    md, rmd = manager.get("metadata") or {}, remote.get("metadata") or {}
+    out: Obj = {}
+    for field, skip in (("labels", _SYSTEM_LABELS), ("annotations", (*_OUR_ANNOTATIONS, *_SYSTEM_ANNOTATIONS))):
+        have = rmd.get(field) or {}
+        changed = {k: v for k, v in (md.get(field) or {}).items() if k not in skip and have.get(k) != v}
+        if changed:
+            out[field] = changed
+    return out
+
+
 def spec_patch(manager: Obj, remote: Obj) -> Obj | None:
-    """A merge patch that brings the remote's mutable spec in line with the manager's, or None.
+    """A merge patch that brings the remote's mutable spec (and metadata) in line with the manager's, or None.
 
     ``completions`` follows only for elastic Indexed Jobs, where the API server allows
-    changing it together with parallelism.
+    changing it together with parallelism. A changed pod template (re-admission: suspend,
+    rewrite, resume) is rewritten only on a suspended copy, in the same patch that may resume
+    it (the API server judges the old object); a running copy is suspended first. Copies
+    without a template digest (made before it existed) are not rewritten.
     """
     mspec, rspec = manager.get("spec", {}), remote.get("spec", {})
     patch: Obj = {}
@@ -99,7 +149,26 @@ def spec_patch(manager: Obj, remote: Obj) -> Obj | None:
             and mspec.get("completions") == mspec.get("parallelism")):
         patch["completions"] = mspec.get("completions")
         patch["parallelism"] = mspec.get("parallelism")
-    return {"spec": patch} if patch else None
+    meta = _metadata_additions(manager, remote)
+    have = ((remote.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_TEMPLATE_HASH)
+    want = template_hash(manager)
+    if have is not None and have != want:
+        if not rspec.get("suspend"):
+            patch["suspend"] = True  # stop its pods first; rewritten (and resumed) on a later pass
+        else:
+            patch["template"] = merge_diff(_directives(remote), _directives(manager))
+            meta.setdefault("annotations", {})[ANNOTATION_TEMPLATE_HASH] = want
+    out: Obj = {}
+    if patch:
+        out["spec"] = patch
+    if meta:
+        out["metadata"] = meta
+    return out or None
+
+
+def rewrites_template(patch: Obj) -> bool:
+    """Whether ``patch`` (from :func:`spec_patch`) rewrites the copy's pod template."""
+    return "template" in (patch.get("spec") or {})
 
 
 def _dropped(sent: object, got: object, path: str) -> list[str]:

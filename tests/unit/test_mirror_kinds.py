@@ -58,6 +58,9 @@ class WidgetKind:
             return copy.deepcopy(manager.get("status") or {})
         return {"phase": (remote.get("status") or {}).get("phase", "Pending")}
 
+    def recreate_when_refused(self, patch: Obj) -> bool:
+        return False
+
     def dropped_fields(self, sent: Obj, created: Obj) -> list[str]:
         return []
 

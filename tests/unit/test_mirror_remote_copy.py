@@ -12,11 +12,20 @@ from mirror.naming import (
     ANNOTATION_ORIGIN_JOB,
     ANNOTATION_PIN,
     ANNOTATION_REMOTE_NAME,
+    ANNOTATION_TEMPLATE_HASH,
     LABEL_ORIGIN,
     LABEL_ORIGIN_CLUSTER,
     LABEL_ORIGIN_UID,
 )
-from mirror.remote_copy import build_remote_copy, dropped_fields, is_our_copy, spec_patch
+from mirror.remote_copy import (
+    build_remote_copy,
+    dropped_fields,
+    is_our_copy,
+    merge_diff,
+    rewrites_template,
+    spec_patch,
+    template_hash,
+)
 
 UID = "0b5c6f0e-1111-2222-3333-444455556666"
 ORIGIN = "mgr-a"
@@ -92,7 +101,8 @@ def expected_copy(remote_name: str = "train") -> dict[str, Any]:
             "namespace": "team-a",
             "labels": {"app": "train", "team": "a", LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID,
                        LABEL_ORIGIN_CLUSTER: CLUSTER},
-            "annotations": {"team.example.com/owner": "alice", ANNOTATION_ORIGIN_JOB: "team-a/train"},
+            "annotations": {"team.example.com/owner": "alice", ANNOTATION_ORIGIN_JOB: "team-a/train",
+                            ANNOTATION_TEMPLATE_HASH: template_hash(manager_job())},
             "futureMetadataField": {"x": [1, 2]},
         },
         "spec": {
@@ -398,3 +408,71 @@ def test_a_built_copy_is_recognised_as_ours_only_for_its_manager() -> None:
 ])
 def test_dropped_fields(sent: dict[str, Any], created: dict[str, Any], expected: list[str]) -> None:
     assert dropped_fields(sent, created) == expected
+
+
+# -- re-admission: suspend, rewrite the template, resume (issue 11 item 8) ------------------
+
+
+def _readmitted(*, copy_suspended: bool, manager_suspended: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A manager Job whose template was rewritten after its copy was built."""
+    mgr = manager_job()
+    remote = build(mgr)
+    remote["spec"]["suspend"] = copy_suspended
+    remote["spec"]["template"]["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = "worker-uid"
+    mgr = copy.deepcopy(mgr)
+    mgr["spec"]["suspend"] = manager_suspended
+    tmpl = mgr["spec"]["template"]
+    tmpl["metadata"]["labels"]["queue"] = "b"
+    tmpl["spec"]["nodeSelector"] = {"pool": "b"}
+    tmpl["spec"]["tolerations"] = [{"key": "pool", "operator": "Exists"}]
+    return mgr, remote
+
+
+def test_rewritten_template_on_suspended_copy_is_patched_and_resumed_in_one_patch() -> None:
+    mgr, remote = _readmitted(copy_suspended=True, manager_suspended=False)
+    patch = spec_patch(mgr, remote)
+    assert patch is not None and rewrites_template(patch)
+    assert patch["spec"]["suspend"] is False
+    tmpl = patch["spec"]["template"]
+    assert tmpl["spec"]["nodeSelector"] == {"pool": "b"}
+    assert tmpl["spec"]["tolerations"] == [{"key": "pool", "operator": "Exists"}]
+    assert tmpl["metadata"]["labels"] == {"queue": "b"}  # the worker's controller-uid label is left alone
+    assert patch["metadata"]["annotations"][ANNOTATION_TEMPLATE_HASH] == template_hash(mgr)
+
+
+def test_rewritten_template_on_running_copy_suspends_it_first() -> None:
+    mgr, remote = _readmitted(copy_suspended=False, manager_suspended=False)
+    assert spec_patch(mgr, remote) == {"spec": {"suspend": True}}
+
+
+def test_worker_side_template_mutation_is_not_undone() -> None:
+    mgr = manager_job()
+    remote = build(mgr)
+    remote["spec"]["template"]["spec"]["tolerations"] = [{"key": "added-by-worker-policy", "operator": "Exists"}]
+    assert spec_patch(mgr, remote) is None
+
+
+def test_copy_without_template_digest_is_not_rewritten() -> None:
+    mgr, remote = _readmitted(copy_suspended=True, manager_suspended=True)
+    del remote["metadata"]["annotations"][ANNOTATION_TEMPLATE_HASH]
+    assert spec_patch(mgr, remote) is None
+
+
+def test_labels_and_annotations_added_on_the_manager_reach_the_copy_but_not_ours() -> None:
+    mgr = manager_job()
+    remote = build(mgr)
+    mgr = copy.deepcopy(mgr)
+    mgr["metadata"]["labels"]["new"] = "x"
+    mgr["metadata"]["annotations"].update({"note": "y", ANNOTATION_PIN: "w", "jobmirror.dev/cluster": "w"})
+    mgr["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
+    assert spec_patch(mgr, remote) == {"metadata": {"labels": {"new": "x"}, "annotations": {"note": "y"}}}
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ({"a": 1, "b": 2}, {"a": 1, "c": 3}, {"b": None, "c": 3}),
+    ({"a": {"x": 1, "y": 2}}, {"a": {"x": 1}}, {"a": {"y": None}}),
+    ({"a": [1, 2]}, {"a": [2]}, {"a": [2]}),
+    ({"a": {"x": 1}}, {"a": None}, {"a": None}),
+])
+def test_merge_diff(old: dict[str, Any], new: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert merge_diff(old, new) == expected
