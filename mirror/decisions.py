@@ -59,6 +59,24 @@ def decide(kind: MirroredKind, obj: Obj, placement: Placement, copies_on: Iterab
     return decide_placed(kind, obj, placement)
 
 
+def stale_outcome_from(kind: MirroredKind, obj: Obj, placement: Placement, copies: Mapping[str, Obj],
+                       now: datetime) -> str | None:
+    """The worker whose stale copy's outcome the manager should take, or None.
+
+    A copy left on a worker off the placement (lost, then back) that finished while it was
+    away ran the workload to an end: unless the manager is already decided (finished, or
+    ``SuccessCriteriaMet``/``FailureTarget``) or the placed copy has finished too, that
+    outcome is used rather than discarded with the stale copy (running it again is worse).
+    """
+    if kind.is_finished(obj) or kind.decided_status(obj, now) is not None:
+        return None
+    placed = copies.get(placement.worker or "")
+    if placed is not None and kind.is_finished(placed):
+        return None
+    done = sorted(name for name, c in copies.items() if name != placement.worker and kind.is_finished(c))
+    return done[0] if done else None
+
+
 def decide_placed(kind: MirroredKind, obj: Obj, placement: Placement) -> Step:
     """The rest of :func:`decide`, once the copies agree with the placement."""
     if placement.worker is None:

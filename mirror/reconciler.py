@@ -50,6 +50,7 @@ from mirror.decisions import (
     refusal_exclusions,
     release_unclaimed,
     says_something_new,
+    stale_outcome_from,
     status_to_write,
 )
 from mirror.kinds import MirroredKind
@@ -194,6 +195,14 @@ class Reconciler:
             if confirmed is None:
                 return self.cfg.resync_period
             job, placement = confirmed
+            used = stale_outcome_from(self.kind, job, placement, copies, self.now())
+            if used is not None:
+                job = await self._write_status(job, copies[used])
+                self.recorder.event(job, NORMAL, "StaleCopyOutcomeUsed", f"the copy left on worker {used} finished "
+                                    f"({self.kind.state(copies[used])}) while the Job was re-dispatched to "
+                                    f"{placement.worker}; its outcome is used, the other copy is deleted")
+                if self.kind.is_finished(job):
+                    return await self._finish(job, copies)
             # Copies on workers other than the placement: a lost worker came back, or a
             # re-dispatch raced. They are ours (origin uid matches): delete them.
             for name, c in copies.items():

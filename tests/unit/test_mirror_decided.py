@@ -87,3 +87,26 @@ def test_completion_time_never_before_start_time() -> None:
     out = finish(manager(NONINDEXED, {"startTime": future, "succeeded": 3, "conditions": [SCM]}))
     assert out is not None and out["completionTime"] >= out["startTime"]
     assert jc.is_true(jc.conditions_of(out), "Complete")
+
+
+# -- a stale copy that finished during a partition (issue 11 item 3, last sentence) ----------
+
+def _job(*conds: str) -> dict[str, Any]:
+    return {"metadata": {"name": "j", "namespace": "n", "uid": "u"}, "spec": {},
+            "status": {"conditions": [{"type": c, "status": "True"} for c in conds]}}
+
+
+@pytest.mark.parametrize(("manager", "copies", "expected"), [
+    (_job(), {"old": _job("Complete"), "new": _job()}, "old"),
+    (_job(), {"old": _job("Failed"), "new": _job()}, "old"),
+    (_job(), {"old": _job("Complete")}, "old"),  # the new copy not created yet
+    (_job(), {"old": _job(), "new": _job()}, None),  # stale copy still running: deleted as before
+    (_job(), {"old": _job("Complete"), "new": _job("Failed")}, None),  # the placed run decided
+    (_job("FailureTarget"), {"old": _job("Complete"), "new": _job()}, None),  # decided otherwise
+    (_job("Complete"), {"old": _job("Failed"), "new": _job()}, None),
+], ids=["complete", "failed", "no-new-copy", "running", "placed-finished", "decided", "finished"])
+def test_stale_finished_copy_outcome_is_used_unless_decided(manager: dict[str, Any], copies: dict[str, Any],
+                                                            expected: str | None) -> None:
+    from mirror.decisions import Placement, stale_outcome_from
+
+    assert stale_outcome_from(JOB_KIND, manager, Placement("new", "j"), copies, NOW) == expected
