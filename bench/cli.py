@@ -46,6 +46,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--timeout", type=float, default=None, help="seconds per size (default 60 + 0.3 per Job)")
     g.add_argument("--mirror-qps", type=float, default=None, help="controller client QPS (default: config default)")
     g.add_argument("--mirror-burst", type=int, default=None, help="controller client burst (default: config default)")
+    g.add_argument("--unclaimed", type=int, default=0,
+                   help="Jobs of another managedBy created in the manager before the controller starts "
+                        "(memory must follow claimed Jobs: compare controller RSS with and without)")
     g.add_argument("--reconcile-workers", type=int, default=None,
                    help="controller workersConcurrency (default: config default)")
 
@@ -94,9 +97,10 @@ async def _mirror(args: argparse.Namespace) -> tuple[Path, Path]:
     opts = mirror_bench.MirrorOptions(
         sizes=args.sizes, out=args.out, worker_nodes=args.worker_nodes, pod_duration=args.pod_duration,
         create_concurrency=args.create_concurrency, timeout=args.timeout, qps=args.mirror_qps,
-        burst=args.mirror_burst, reconcile_workers=args.reconcile_workers, profile=args.profile)
+        burst=args.mirror_burst, reconcile_workers=args.reconcile_workers, unclaimed=args.unclaimed,
+        profile=args.profile)
     default = ("mirror" + ("" if args.sizes == DEFAULT_SIZES else "-" + "-".join(map(str, args.sizes)))
-               + ("-profiled" if args.profile else ""))
+               + (f"-unclaimed-{args.unclaimed}" if args.unclaimed else "") + ("-profiled" if args.profile else ""))
     name = (f"{args.name}-mirror" if args.cmd == "all" and args.name else args.name) or default
     result = await mirror_bench.run(opts)
     paths = _write(result, args.out, name)

@@ -32,6 +32,9 @@ from testkit.waiting import ensure_namespace
 
 NAMESPACE = "bench"
 ORIGIN = "bench"
+#: where --unclaimed Jobs go: a namespace the controller watches (no allow-list) but claims nothing in
+UNCLAIMED_NAMESPACE = "bench-unclaimed"
+UNCLAIMED_MANAGED_BY = "example.com/not-jobmirror"
 WORKERS = ("worker-1", "worker-2")
 
 
@@ -48,6 +51,9 @@ class MirrorOptions:
     qps: float | None = None  # controller client limits; None = the config defaults
     burst: int | None = None
     reconcile_workers: int | None = None
+    #: Jobs in the manager that the controller must not claim (another managedBy): its memory
+    #: must follow the claimed Jobs, not these (issue 11 item 10)
+    unclaimed: int = 0
     profile: bool = False
     keep_logs: bool = True
 
@@ -240,6 +246,24 @@ def controller_argv(config: Path, profile_session: Path | None) -> list[str]:
             "-m", "mirror.cli", "--log-format", "json", "run", "--config", str(config)]
 
 
+async def _submit_unclaimed(mgr: ClusterClient, run_id: str, opts: MirrorOptions) -> dict[str, Any]:
+    """Fill the manager with Jobs of another controller before ours starts (its list sees them all).
+
+    They carry a foreign ``managedBy``, so no Job controller runs them: only the mirror's
+    memory and its informer's decoding are measured, not pods.
+    """
+    await ensure_namespace(mgr, UNCLAIMED_NAMESPACE)
+    jobs = [job_manifest(f"other-{i:06d}", run_id, managed_by=UNCLAIMED_MANAGED_BY, pod_duration=opts.pod_duration)
+            for i in range(opts.unclaimed)]
+    env.say(f"creating {len(jobs)} unclaimed Jobs in {UNCLAIMED_NAMESPACE}")
+    t = time.time()
+    sub = await submit(mgr, UNCLAIMED_NAMESPACE, jobs, opts.create_concurrency)
+    if sub.errors:
+        raise RuntimeError(f"{len(sub.errors)} unclaimed Jobs not created, e.g. {sub.errors[0]}")
+    return {"jobs": len(sub.acked), "namespace": UNCLAIMED_NAMESPACE, "managedBy": UNCLAIMED_MANAGED_BY,
+            "createSeconds": round(time.time() - t, 1)}
+
+
 async def run_size(n: int, opts: MirrorOptions, bed: ClusterBed, clusters: dict[str, LocalCluster]) -> dict[str, Any]:
     run_id = uuid.uuid4().hex[:8]
     timeout = opts.timeout or 60 + 0.3 * n
@@ -283,6 +307,9 @@ async def run_size(n: int, opts: MirrorOptions, bed: ClusterBed, clusters: dict[
     logs = opts.out / "logs"
     session = Path(tempfile.mkdtemp(prefix="jobmirror-prof-")) / f"mirror-{n}.pyisession" if opts.profile else None
     ctrl = env.ControllerProcess(f"mirror-{n}", controller_argv(cfg_path, session), logs / f"mirror-{n}.log", port)
+
+    if opts.unclaimed:
+        res["unclaimed"] = await _submit_unclaimed(mgr, run_id, opts)
 
     tracker = Tracker()
     informers = [Informer(mgr, JOBS, namespace=NAMESPACE)]
@@ -378,6 +405,7 @@ async def run_size(n: int, opts: MirrorOptions, bed: ClusterBed, clusters: dict[
             "cpuSecondsWorkload": round(cpu_after.cpu_seconds - cpu_before.cpu_seconds, 2),
             "cpuSecondsPerJob": round((cpu_after.cpu_seconds - cpu_before.cpu_seconds) / n, 4),
             "cpuPercentMeanDuringRun": round(100 * (cpu_after.cpu_seconds - cpu_before.cpu_seconds) / measured, 1),
+            "rssAfterStartupMiB": env.mib(startup.rss_kib),
             "peakRssMiB": env.mib(cpu_after.hwm_kib),
             "rssAtEndMiB": env.mib(cpu_after.rss_kib),
             "runqueueWaitSeconds": _wait(cpu_before, cpu_after),

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.integration
 def test_bench_all_runs_end_to_end_and_writes_json_and_plots(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "bench", "all", "--name", "smoke", "--out", str(tmp_path),
-           "--sizes", "12", "--worker-nodes", "1", "--timeout", "120",
+           "--sizes", "12", "--unclaimed", "30", "--worker-nodes", "1", "--timeout", "120",
            "--jobs", "4", "--pods-per-job", "2", "--indexed-completions", "8", "--indexed-parallelism", "4",
            "--nodes", "2", "--builtin-timeout", "120"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900,
@@ -39,6 +39,7 @@ def test_bench_all_runs_end_to_end_and_writes_json_and_plots(tmp_path: Path) -> 
     assert run["anomalies"]["unfinishedCopiesDeleted"] == 0 and run["anomalies"]["copiesRecreated"] == 0
     assert run["apiRequests"]["manager"]["perJob"] > 0
     assert run["controller"]["cpuSecondsWorkload"] > 0 and run["controller"]["peakRssMiB"] > 0
+    assert run["unclaimed"]["jobs"] == 30 and run["controller"]["rssAfterStartupMiB"] > 0
     assert (tmp_path / "smoke-mirror.png").stat().st_size > 10_000
 
     builtin = json.loads((tmp_path / "smoke-builtin.json").read_text())
