@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from jobapi.times import format_time
 from kruntime.client import ClusterClient
 from kruntime.resources import JOBS
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER
+from testkit.tcpproxy import FreezableProxy, route_kubeconfig, server_of
 from tests.conftest import wait_for
 from tests.integration.mirror_env import MirrorEnv, cond, make_job, mirror_env
 
@@ -146,3 +148,54 @@ async def test_after_a_redispatch_indexes_are_the_deciding_runs(client_for: Clie
         finally:
             w1.start()
         await env.wait_gone("runs", env.workers["worker-1"], timeout=60)
+
+
+@pytest.mark.integration
+async def test_stale_copy_that_finished_during_a_partition_decides_the_outcome(
+        client_for: ClientFor, cluster: ClusterFn, ns: str, tmp_path: Path) -> None:
+    """The controller loses sight of worker-1 (its connection frozen, the worker itself keeps
+    running) while worker-1 finishes the copy; the Job is re-dispatched to worker-2, where
+    nothing can run (its kwok stopped). When worker-1 is visible again, its finished copy
+    decides: StaleCopyOutcomeUsed, Complete with that run's counters, both copies deleted."""
+    async with mirror_env(client_for, cluster, ns, worker_lost_timeout=3.0) as env:
+        w1_kc = env.clusters["worker-1"].kubeconfig
+        proxy = FreezableProxy(*server_of(w1_kc))
+        port = await proxy.start()
+        workers = [w.model_copy(update={"kubeconfig": route_kubeconfig(w1_kc, tmp_path / "w1.yaml", port)})
+                   if w.name == "worker-1" else w for w in env.config.workers]
+        w2 = env.clusters["worker-2"]
+        try:
+            await env.start(env.config_with(workers=workers))
+            created = await env.create(make_job("stale", duration_ms=12000, annotations={ANNOTATION_PIN: "worker-1"}))
+            uid = str(created["metadata"]["uid"])
+
+            async def running() -> bool:
+                return bool((((await env.get("stale")) or {}).get("status") or {}).get("active"))
+
+            await wait_for(running, timeout=60, what="stale running on worker-1")
+            await env.manager.patch(JOBS, ns, "stale", {"metadata": {"annotations": {ANNOTATION_PIN: None}}})
+            w2.stop("kwok-controller")  # worker-2 accepts the copy, but its pods never run
+            proxy.freeze()
+            try:
+                await env.wait_event("stale", "Redispatched", timeout=90)
+
+                async def finished_on_worker_1() -> bool:
+                    copy = await env.get("stale", env.workers["worker-1"])
+                    return copy is not None and cond(copy, "Complete") == "True"
+
+                await wait_for(finished_on_worker_1, timeout=60, what="the stale copy Complete on worker-1")
+                assert cond((await env.get("stale")) or {}, "Complete") is None  # not decided yet
+            finally:
+                proxy.thaw()
+            event = await env.wait_event("stale", "StaleCopyOutcomeUsed", timeout=60)
+            assert "worker-1" in event["message"], event["message"]
+            done = await env.wait_condition("stale", "Complete", timeout=30)
+            assert done["status"]["succeeded"] == 1 and not done["status"].get("active"), done["status"]
+
+            async def no_copies() -> bool:
+                return await env.copies(uid) == {}
+
+            await wait_for(no_copies, timeout=60, what="both copies deleted")
+        finally:
+            w2.start("kwok-controller")
+            await proxy.close()
