@@ -185,14 +185,16 @@ class Kind:
     def wait_usable(self, cluster: str, timeout: float = 180) -> None:
         """``kind create --wait`` returns at node Ready; pods also need the default SA and DNS."""
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self.kubectl(cluster, "get", "serviceaccount", "default", "-o", "name", quiet=True)
-                break
-            except KindError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1)
+        while not self._names(cluster, "get", "serviceaccount", "default"):
+            if time.monotonic() > deadline:
+                raise KindError(f"{cluster}: no default ServiceAccount after {timeout:.0f}s")
+            time.sleep(1)
+        # `kubectl wait -l` fails at once while no pod matches yet: first wait for CoreDNS pods to exist.
+        while not self._names(cluster, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns"):
+            if time.monotonic() > deadline:
+                raise KindError(f"{cluster}: no CoreDNS pod after {timeout:.0f}s\n"
+                                + self.kubectl(cluster, "get", "pods", "-A", "-o", "wide", quiet=True))
+            time.sleep(1)
         left = max(10, int(deadline - time.monotonic()))
         try:
             self.kubectl(cluster, "-n", "kube-system", "wait", "--for=condition=Ready", "pod", "-l",
@@ -200,6 +202,13 @@ class Kind:
         except KindError as exc:
             pods = self.kubectl(cluster, "get", "pods", "-A", "-o", "wide", quiet=True)
             raise KindError(f"{exc}\n{pods}") from None
+
+    def _names(self, cluster: str, *args: str) -> list[str]:
+        """``kubectl ... -o name``; an API server still starting answers as "nothing yet"."""
+        try:
+            return self.kubectl(cluster, *args, "-o", "name", quiet=True).split()
+        except KindError:
+            return []
 
     def load(self, image: str, clusters: Sequence[str]) -> None:
         for c in clusters:

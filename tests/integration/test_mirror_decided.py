@@ -153,42 +153,42 @@ async def test_after_a_redispatch_indexes_are_the_deciding_runs(client_for: Clie
 @pytest.mark.integration
 async def test_stale_copy_that_finished_during_a_partition_decides_the_outcome(
         client_for: ClientFor, cluster: ClusterFn, ns: str, tmp_path: Path) -> None:
-    """The controller loses sight of worker-1 (its connection frozen, the worker itself keeps
-    running) while worker-1 finishes the copy; the Job is re-dispatched to worker-2, where
-    nothing can run (its kwok stopped). When worker-1 is visible again, its finished copy
+    """The controller loses sight of worker-2 (its connection frozen, the worker itself keeps
+    running) while worker-2 finishes the copy; the Job is re-dispatched to worker-1, where
+    nothing can run (its kwok stopped). When worker-2 is visible again, its finished copy
     decides: StaleCopyOutcomeUsed, Complete with that run's counters, both copies deleted."""
     async with mirror_env(client_for, cluster, ns, worker_lost_timeout=3.0) as env:
-        w1_kc = env.clusters["worker-1"].kubeconfig
-        proxy = FreezableProxy(*server_of(w1_kc))
+        w2_kc = env.clusters["worker-2"].kubeconfig
+        proxy = FreezableProxy(*server_of(w2_kc))
         port = await proxy.start()
-        workers = [w.model_copy(update={"kubeconfig": route_kubeconfig(w1_kc, tmp_path / "w1.yaml", port)})
-                   if w.name == "worker-1" else w for w in env.config.workers]
-        w2 = env.clusters["worker-2"]
+        workers = [w.model_copy(update={"kubeconfig": route_kubeconfig(w2_kc, tmp_path / "w2.yaml", port)})
+                   if w.name == "worker-2" else w for w in env.config.workers]
+        target = env.clusters["worker-1"]  # where the Job is re-dispatched
         try:
             await env.start(env.config_with(workers=workers))
-            created = await env.create(make_job("stale", duration_ms=12000, annotations={ANNOTATION_PIN: "worker-1"}))
+            created = await env.create(make_job("stale", duration_ms=12000, annotations={ANNOTATION_PIN: "worker-2"}))
             uid = str(created["metadata"]["uid"])
 
             async def running() -> bool:
                 return bool((((await env.get("stale")) or {}).get("status") or {}).get("active"))
 
-            await wait_for(running, timeout=60, what="stale running on worker-1")
+            await wait_for(running, timeout=60, what="stale running on worker-2")
             await env.manager.patch(JOBS, ns, "stale", {"metadata": {"annotations": {ANNOTATION_PIN: None}}})
-            w2.stop("kwok-controller")  # worker-2 accepts the copy, but its pods never run
+            target.stop("kwok-controller")  # worker-1 accepts the copy, but its pods never run
             proxy.freeze()
             try:
                 await env.wait_event("stale", "Redispatched", timeout=90)
 
-                async def finished_on_worker_1() -> bool:
-                    copy = await env.get("stale", env.workers["worker-1"])
+                async def finished_on_worker_2() -> bool:
+                    copy = await env.get("stale", env.workers["worker-2"])
                     return copy is not None and cond(copy, "Complete") == "True"
 
-                await wait_for(finished_on_worker_1, timeout=60, what="the stale copy Complete on worker-1")
+                await wait_for(finished_on_worker_2, timeout=60, what="the stale copy Complete on worker-2")
                 assert cond((await env.get("stale")) or {}, "Complete") is None  # not decided yet
             finally:
                 proxy.thaw()
             event = await env.wait_event("stale", "StaleCopyOutcomeUsed", timeout=60)
-            assert "worker-1" in event["message"], event["message"]
+            assert "worker-2" in event["message"], event["message"]
             done = await env.wait_condition("stale", "Complete", timeout=30)
             assert done["status"]["succeeded"] == 1 and not done["status"].get("active"), done["status"]
 
@@ -197,5 +197,6 @@ async def test_stale_copy_that_finished_during_a_partition_decides_the_outcome(
 
             await wait_for(no_copies, timeout=60, what="both copies deleted")
         finally:
-            w2.start("kwok-controller")
+            if "kwok-controller" in target._stopped:
+                target.start("kwok-controller")
             await proxy.close()
