@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -152,6 +152,16 @@ def _exclusive(name: str) -> Iterator[None]:
         yield
 
 
+def _build_once(lock: str, dest: Path, names: tuple[str, ...], build: Callable[[], None]) -> None:
+    """Run ``build`` unless ``dest`` already holds ``names``, checking again under the lock
+    (another process may have built them while we waited)."""
+    if _have(dest, names):
+        return
+    with _exclusive(lock):
+        if not _have(dest, names):
+            build()
+
+
 def _bin_dir(component: str, version: str) -> Path:
     return versions.cache_root() / "bin" / f"{component}-{version}"
 
@@ -179,11 +189,8 @@ def _build_kube_commands(kube_version: str, component: str, commands: tuple[str,
     go.sum, the Go build cache and the version stamp.
     """
     dest = _bin_dir(component, kube_version)
-    if _have(dest, commands):
-        return dest
-    with _exclusive(f"kubernetes-{kube_version}"):
-        if not _have(dest, commands):  # another process may have built it while we waited
-            _build_kube_commands_locked(kube_version, component, commands, dest)
+    _build_once(f"kubernetes-{kube_version}", dest, commands,
+                lambda: _build_kube_commands_locked(kube_version, component, commands, dest))
     return dest
 
 
@@ -223,11 +230,8 @@ def build_go_tool(name: str, module: str, version: str, package: str, *, ldflags
     directory of our own Go files to build instead of a module from the proxy.
     """
     dest = _bin_dir(name, version)
-    if _have(dest, (name,)):
-        return dest / name
-    with _exclusive(f"{name}-{version}"):
-        if not _have(dest, (name,)):
-            _build_go_tool_locked(name, module, version, package, ldflags, source, dest)
+    _build_once(f"{name}-{version}", dest, (name,),
+                lambda: _build_go_tool_locked(name, module, version, package, ldflags, source, dest))
     return dest / name
 
 

@@ -235,9 +235,7 @@ class E2EEnv:
         """The deployed controller's pods, events and logs (provider kind)."""
         from kindbed import clusters as kind_clusters
 
-        dep = self.kind
-        k = kind_clusters.Kind(Path(dep.kind), Path(dep.kubectl), Path(dep.workdir))
-        return kind_clusters.diagnostics(k, dep.manager_cluster)
+        return kind_clusters.diagnostics(self.kind.tool(), self.kind.manager_cluster)
 
     def controller_log_tail(self, lines: int = 80) -> str:
         if self.controller is not None:
@@ -572,11 +570,3 @@ async def remote_copies(env: E2EEnv, namespace: str, uid: str) -> list[tuple[str
         items, _ = await client.list_all(JOBS, namespace, label_selector=f"{LABEL_ORIGIN_UID}={uid}")
         found.extend((name, j) for j in cast(list[Obj], items))
     return found
-
-
-def parse_intervals(text: str) -> set[int]:
-    out: set[int] = set()
-    for part in filter(None, (text or "").split(",")):
-        lo, _, hi = part.partition("-")
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return out

@@ -14,7 +14,6 @@ import subprocess
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import cast
 
 from e2e.harness import LABEL_ORIGIN_UID, LEASE_NAME, POD_RES, SYSTEM_NS, E2EEnv, log
@@ -39,10 +38,7 @@ def node_container(cluster: str) -> str:
 
 
 def kind(env: E2EEnv, *args: str, timeout: float = 300) -> str:
-    proc = subprocess.run([env.kind.kind, *args], capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise AssertionError(f"`kind {' '.join(args)}` failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc.stdout
+    return str(env.kind.tool().run(env.kind.kind, *args, what=f"kind {' '.join(args)}", timeout=timeout))
 
 
 async def lease_holder(env: E2EEnv) -> str:
@@ -99,10 +95,7 @@ class CopyRecorder:
             for worker, client in self.env.workers.items():
                 try:
                     items, _ = await client.list_all(JOBS, self.namespace, label_selector=LABEL_ORIGIN_UID)
-                except (TimeoutError, ApiError, OSError):
-                    self.unreachable[worker] += 1
-                    continue
-                except Exception:
+                except Exception:  # API errors, timeouts and aiohttp's errors while a node is stopped
                     self.unreachable[worker] += 1
                     continue
                 for j in cast(list[Obj], items):
@@ -144,7 +137,3 @@ async def finished(env: E2EEnv, ns: str, names: list[str], timeout: float) -> di
                 j = await env.manager.get(JOBS, ns, n)
                 states[n] = ((j["metadata"].get("annotations") or {}).get("jobmirror.dev/cluster"), j.get("status"))
         raise AssertionError(f"{exc}\n{json.dumps(states, indent=1)[:4000]}") from None
-
-
-def admin_kubeconfig(env: E2EEnv, worker: str) -> Path:
-    return env.worker_kubeconfigs[worker]

@@ -118,6 +118,10 @@ class KindDeployment:
         path.write_text(json.dumps(asdict(self), indent=2))
         return path
 
+    def tool(self) -> Kind:
+        """The kind/kubectl commands of this deployment."""
+        return Kind(Path(self.kind), Path(self.kubectl), Path(self.workdir))
+
     @classmethod
     def load(cls, workdir: Path) -> KindDeployment:
         data = json.loads((workdir / "deployment.json").read_text())
