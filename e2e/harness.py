@@ -18,7 +18,8 @@ Two providers (``JOBMIRROR_E2E_PROVIDER``):
     them afterwards, or attaches to a kept deployment when ``JOBMIRROR_E2E_KIND_WORKDIR``
     names a directory with a ``deployment.json`` (``python -m kindbed up``).
     ``JOBMIRROR_E2E_KIND_WORKERS=2`` gives a manager + two workers instead of the manager
-    (also a worker, KEP-4368 Story 1) + one.
+    (also a worker, KEP-4368 Story 1) + one. ``JOBMIRROR_E2E_KIND_PREFIX=p`` makes a second,
+    independent environment (clusters ``p-*``, its own workdir and controller image tag).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any, cast
 import aiohttp
 import yaml
 
+from clusterbed import versions as clusterbed_versions
 from kruntime.client import ClusterClient
 from kruntime.resources import JOBS, LEASES, Obj, Resource
 from testkit.waiting import get_or_none, wait_for
@@ -446,9 +448,16 @@ async def bring_up_kind(keep: bool = False) -> E2EEnv:
         owned = False
         log(f"attached to the kind deployment in {attach} (left running afterwards)")
     else:
-        opts = kind_clusters.KindOptions(workers=int(os.environ.get("JOBMIRROR_E2E_KIND_WORKERS", "1")),
+        # A second prefix gives a second, independent environment (own clusters, workdir and
+        # controller image tag), e.g. two checkouts testing on one engine at once.
+        prefix = os.environ.get("JOBMIRROR_E2E_KIND_PREFIX") or "jobmirror"
+        extra: dict[str, Any] = {} if prefix == "jobmirror" else {
+            "workdir": clusterbed_versions.cache_root() / f"kind-{prefix}", "image": f"jobmirror:e2e-{prefix}"}
+        opts = kind_clusters.KindOptions(prefix=prefix,
+                                         workers=int(os.environ.get("JOBMIRROR_E2E_KIND_WORKERS", "1")),
                                          node_image=os.environ.get("JOBMIRROR_KIND_NODE_IMAGE") or None,
-                                         python_image=os.environ.get("JOBMIRROR_KIND_PYTHON_IMAGE") or None)
+                                         python_image=os.environ.get("JOBMIRROR_KIND_PYTHON_IMAGE") or None,
+                                         **extra)
         dep = await asyncio.to_thread(kind_clusters.up, opts, fresh=True, stop_engine_on_failure=not keep)
         owned = True
     mgr_kc = Path(dep.manager_kubeconfig)
