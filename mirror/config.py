@@ -150,6 +150,15 @@ class Config(BaseSettings):
     health_probe_interval: float = Field(5.0, gt=0)
     workers_concurrency: int = Field(32, ge=1)
     metrics_address: str = ":8080"
+    #: Mirror the Warning events of copies and their pods onto the manager objects (needs
+    #: events list/watch and pods get in the workers, see deploy/worker/).
+    worker_events: bool = True
+    #: A copy whose pod stays unschedulable this long gets a CopyUnschedulable event.
+    unschedulable_timeout: float = Field(300.0, gt=0)
+    #: Read-only HTTP API for ``kubectl jobmirror describe/logs`` by users without worker
+    #: credentials (each request authenticated by TokenReview, authorized by a
+    #: SubjectAccessReview on the manager Job); empty = off.
+    inspect_address: str = ""
     leader_election: LeaderElection = Field(default_factory=LeaderElection)
 
     @field_validator("controller_name")

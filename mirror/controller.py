@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeconfig
-from kruntime.events import EventRecorder, ObjectEvents
+from kruntime.events import EventRecorder, ObjectEvents, SpamFilter
 from kruntime.httpserver import HealthServer
 from kruntime.identity import IdentityUnavailable, read_identity
 from kruntime.informer import Informer, NamespacedInformers
@@ -26,6 +26,7 @@ from mirror.kinds import MirroredKind, QueueKey, manager_key_of
 from mirror.naming import FIELD_MANAGER, FINALIZER
 from mirror.placement import policy_for
 from mirror.reconciler import Reconciler
+from mirror.worker_events import WorkerEvents
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,8 @@ class MirrorController:
         self.queue: WorkQueue[QueueKey] = WorkQueue("mirror", backoff_base=0.05, backoff_cap=60.0)
         self.reconcilers: dict[str, Reconciler] = {}
         self.events: dict[str, ObjectEvents] = {}
+        #: per worker, the mirroring of its Warning events onto the manager objects
+        self.worker_events: dict[str, WorkerEvents] = {}
         self.recorder: EventRecorder | None = None
         self.leading = not cfg.leader_election.enabled
         self._identity = ""
@@ -106,6 +109,12 @@ class MirrorController:
                 w.kinds[kind.name].informer.add_handler(self._copy_handler(kind))
             # Through client-go's spam filter, like the builtin controller's events.
             events = self.events[kind.name] = ObjectEvents(self.recorder, kind.resource)
+            if cfg.worker_events and kind is JOB_KIND:  # pods are mapped to copies the Job controller's way
+                # Their own spam filter: a crash-looping copy must not silence our own warnings.
+                mirrored = ObjectEvents(self.recorder, kind.resource, SpamFilter())
+                for w in self.workers.values():
+                    self.worker_events[w.name] = WorkerEvents(w, kind, informer, mirrored,
+                                                              unschedulable_timeout=cfg.unschedulable_timeout)
             self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
                                                      policy_for(cfg.placement.value), manager_cluster=manager_id)
 
@@ -165,6 +174,8 @@ class MirrorController:
                 uid = (old or new)["metadata"].get("uid", "")
                 self.reconcilers[kind.name].forget(uid)
                 self.events[kind.name].forget(uid)
+                for we in self.worker_events.values():
+                    we.forget(uid)
             if not kind.claims(new, self.cfg):
                 if FINALIZER in (new["metadata"].get("finalizers") or []):
                     # Maybe claimed before namespaces/controllerName changed: the reconcile decides.
@@ -221,6 +232,9 @@ class MirrorController:
             for informer in w.informers():
                 spawn(informer.run(), f"{w.name}-{informer.resource.plural}-informer")
             spawn(w.probe_loop(), f"{w.name}-probe")
+        for name, we in self.worker_events.items():
+            spawn(we.informer.run(), f"{name}-warning-events")
+            spawn(we.check_loop(), f"{name}-unschedulable-check")
         for informer in self.informers.values():
             await informer.wait_synced()
         # Give reachable workers a moment to sync and answer a probe, so the first placements
