@@ -21,6 +21,7 @@ from kruntime.resources import Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc
 from mirror.config import Config, ConfigError, cluster_conflicts
+from mirror.inspect_api import InspectApi
 from mirror.job_kind import JOB_KIND
 from mirror.kinds import MirroredKind, QueueKey, manager_key_of
 from mirror.naming import FIELD_MANAGER, FINALIZER
@@ -70,6 +71,7 @@ class MirrorController:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self.health_server: HealthServer | None = None
+        self.inspect_api: InspectApi | None = None
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -268,6 +270,13 @@ class MirrorController:
         except BaseException:  # e.g. a worker-list ConfigError: close the clients opened so far
             await self.stop()
             raise
+        inspect_api = None
+        if self.cfg.inspect_address:
+            assert self.manager is not None
+            inspect_api = self.inspect_api = InspectApi(self.cfg.inspect_address, self.manager,
+                                                        {n: w.client for n, w in self.workers.items()},
+                                                        self.cfg.controller_name)
+            await inspect_api.start()
         server = None
         if health and self.cfg.metrics_address:
             server = self.health_server = HealthServer(self.cfg.metrics_address, liveness=self.liveness,
@@ -282,6 +291,8 @@ class MirrorController:
             await self.stop()
             if server is not None:
                 await server.stop()
+            if inspect_api is not None:
+                await inspect_api.stop()
 
     async def _run_with_leader_election(self) -> None:
         """Lead while the Lease is held (kruntime.leaderelect: bounded Lease calls, a clock-based
