@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 
+from jobapi import conditions as jc
 from jobapi.objects import annotations_of, labels_of
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import EVENTS, JOBS, PODS, Obj
@@ -162,8 +163,10 @@ async def open_logs(worker: ClusterClient, job: Obj, req: LogRequest) -> tuple[O
     """
     copy = await find_copy(worker, job)
     if copy is None:
+        done = " (the Job is finished: its copy is deleted unless keepFinishedRemote is set)" if jc.is_finished(
+            job) else ""
         raise NotPlaced(f"no copy of {job['metadata']['namespace']}/{job['metadata']['name']} on worker "
-                        f"{where(job).worker}")
+                        f"{where(job).worker}{done}")
     pod = pick_pod(await copy_pods(worker, copy), req.index)
     if pod is None:
         which = f" with completion index {req.index}" if req.index is not None else ""
@@ -174,7 +177,7 @@ async def open_logs(worker: ClusterClient, job: Obj, req: LogRequest) -> tuple[O
     timeout = aiohttp.ClientTimeout(total=None, connect=worker.timeout, sock_read=None if req.follow else 60)
     resp = await worker._send("GET", PODS.path(pod["metadata"]["namespace"], pod["metadata"]["name"], "log"),
                               query=query, timeout=timeout)
-    if resp.status != 200:
+    if not 200 <= resp.status < 300:  # 204: a pod not on a node yet has nothing to show
         raw = await resp.read()
         resp.release()
         try:

@@ -42,8 +42,9 @@ from mirror.naming import (
 
 #: where deploy/ puts the inspect API: namespace/service:port-name
 DEFAULT_INSPECT_SERVICE = "jobmirror-system/jobmirror-inspect:inspect"
-KWOK_NOTE = ("(pods on kwok fake nodes, as in the local test bed, have no kubelet and so no logs; "
-             "on real nodes this is where the container output appears)")
+KWOK_NOTE = ("(if the pod runs on a kwok fake node, as in the local test bed, there are no logs to read: kwok "
+             "runs no containers)")
+EMPTY_NOTE = "no log output from pod {pod} ({why})"
 
 
 class UsageError(Exception):
@@ -418,12 +419,19 @@ async def logs(t: Target, args: Any, write: Callable[[bytes], None]) -> int:
         client = await _worker_client(t, worker)
         try:
             try:
-                _, resp = await inspect.open_logs(client, job, req)
+                pod, resp = await inspect.open_logs(client, job, req)
             except ApiError as exc:
                 print(f"error: worker {worker}: {exc.message} {KWOK_NOTE}", file=sys.stderr)
                 return 1
+            wrote = 0
             async for chunk in inspect.chunks(resp):
+                wrote += len(chunk)
                 write(chunk)
+            if not wrote:
+                summary = inspect.pod_summary(pod)
+                why = (f"{summary['phase']} on node {summary['node']}" if summary["node"]
+                       else f"{summary['phase']}, not on a node yet")
+                print(EMPTY_NOTE.format(pod=f"{worker}/{summary['name']}", why=why), file=sys.stderr)
         finally:
             await client.close()
         return 0
@@ -436,8 +444,13 @@ async def logs(t: Target, args: Any, write: Callable[[bytes], None]) -> int:
             note = f" {KWOK_NOTE}" if resp.status == 502 else ""
             print(f"error: {msg}{note}", file=sys.stderr)
             return 1
+        wrote = 0
         async for chunk in resp.content.iter_any():
+            wrote += len(chunk)
             write(chunk)
+        if not wrote:
+            print(EMPTY_NOTE.format(pod=resp.headers.get("X-Jobmirror-Pod", "?"), why="not started yet, or silent"),
+                  file=sys.stderr)
     finally:
         await _close(resp)
     return 0
