@@ -170,6 +170,14 @@ class Config(BaseSettings):
             raise ValueError("must be a domain-prefixed path, e.g. jobmirror.dev/controller")
         return v
 
+    @field_validator("inspect_address")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        _, sep, port = v.rpartition(":")
+        if v and not (sep and port.isdigit() and int(port) < 65536):
+            raise ValueError(f"{v!r} is not host:port (e.g. ':8081'; empty = off)")
+        return v
+
     @field_validator("origin")
     @classmethod
     def _origin_label(cls, v: str | None) -> str | None:
