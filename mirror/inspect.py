@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ import aiohttp
 
 from jobapi import conditions as jc
 from jobapi.objects import annotations_of, labels_of
+from jobapi.times import parse_time
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import EVENTS, JOBS, PODS, Obj
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME, LABEL_ORIGIN_UID
@@ -95,7 +97,8 @@ def event_summary(ev: Obj) -> dict[str, Any]:
 
 def last_events(events: list[Obj], n: int = MAX_EVENTS) -> list[dict[str, Any]]:
     out = [event_summary(e) for e in events]
-    out.sort(key=lambda e: e["last"] or "")
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    out.sort(key=lambda e: parse_time(e["last"]) or epoch)  # mixed precisions: compare times, not strings
     return out[-n:]
 
 

@@ -210,3 +210,11 @@ def test_side_by_side_shows_both_statuses_and_conditions() -> None:
     assert [ln.split()[:2] for ln in lines[3:]] == [["condition", "Failed"], ["condition", "Suspended"]]
     assert "True BackoffLimitExceeded" in lines[3]
     assert plugin.side_by_side(m, None)[1].split() == ["active", "1", "(no", "copy)"]
+
+
+def test_last_events_ordered_by_time_whatever_the_precision() -> None:
+    evs = [{"type": "Warning", "reason": "B", "eventTime": "2026-11-23T12:00:00.500000Z"},
+           {"type": "Normal", "reason": "A", "lastTimestamp": "2026-11-23T12:00:00Z"},
+           {"type": "Normal", "reason": "C", "lastTimestamp": "2026-11-23T12:00:01Z"}]
+    assert [e["reason"] for e in inspect.last_events(evs)] == ["A", "B", "C"]
+    assert [e["reason"] for e in inspect.last_events(evs, 2)] == ["B", "C"]
