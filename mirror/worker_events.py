@@ -114,12 +114,13 @@ def unschedulable_since(pod: Obj) -> datetime | None:
     return None
 
 
-def unschedulable_message(worker: str, pod: Obj, since: datetime, now: datetime, timeout: float) -> str:
+def unschedulable_message(worker: str, pod: Obj, since: datetime, timeout: float) -> str:
     msg = next((c.get("message", "") for c in (pod.get("status") or {}).get("conditions") or []
                 if c.get("type") == "PodScheduled"), "")
     md = pod["metadata"]
-    return (f"the copy's pod {md['namespace']}/{md['name']} on worker {worker} has been unschedulable for "
-            f"{(now - since).total_seconds():.0f}s (longer than unschedulableTimeout {timeout:.0f}s): {msg}")
+    # No changing duration in the text: a repeat would fold into the same event's count.
+    return (f"the copy's pod {md['namespace']}/{md['name']} on worker {worker} has been unschedulable since "
+            f"{since.strftime('%Y-%m-%dT%H:%M:%SZ')}, longer than unschedulableTimeout ({timeout:.0f}s): {msg}")
 
 
 # -- I/O ----------------------------------------------------------------------------------------
@@ -260,7 +261,7 @@ class WorkerEvents:
                 continue
             self._told[uid] = None
             self.events.event(job, WARNING, UNSCHEDULABLE,
-                              unschedulable_message(self.worker.name, pod, since, now, self.unschedulable_timeout))
+                              unschedulable_message(self.worker.name, pod, since, self.unschedulable_timeout))
 
     async def check_loop(self) -> None:
         interval = max(1.0, min(30.0, self.unschedulable_timeout / 4))

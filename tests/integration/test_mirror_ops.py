@@ -112,8 +112,8 @@ async def test_unschedulable_copy_is_told_then_flagged_after_the_timeout(client_
         assert placed["metadata"]["annotations"][ANNOTATION_PLACEMENT_REASON].startswith(
             f"LeastLoaded: chose {worker}; unfinished copies per worker then: worker-1=")
         stuck = await manager_event(env, "too-big", "CopyUnschedulable", timeout=60)
-        assert f"on worker {worker} has been unschedulable for" in stuck["message"]
-        assert "unschedulableTimeout 3s" in stuck["message"]
+        assert f"on worker {worker} has been unschedulable since " in stuck["message"]
+        assert "longer than unschedulableTimeout (3s): 0/2 nodes are available" in stuck["message"]
 
         rc, out, err = await plugin("describe", "too-big", "-n", ns, "--config", str(write_config(env, tmp_path /
                                                                                                    "c.yaml")))

@@ -218,3 +218,12 @@ def test_last_events_ordered_by_time_whatever_the_precision() -> None:
            {"type": "Normal", "reason": "C", "lastTimestamp": "2026-11-23T12:00:01Z"}]
     assert [e["reason"] for e in inspect.last_events(evs)] == ["A", "B", "C"]
     assert [e["reason"] for e in inspect.last_events(evs, 2)] == ["B", "C"]
+
+
+def test_unschedulable_message_has_no_changing_duration() -> None:
+    from mirror.worker_events import unschedulable_message
+
+    pod = _pod(cond={**UNSCHED, "message": "0/2 nodes are available: 2 Insufficient cpu."})
+    msg = unschedulable_message("w1", pod, NOW - timedelta(seconds=40), 30)
+    assert msg == ("the copy's pod ns/p on worker w1 has been unschedulable since 2026-11-23T11:59:20Z, longer than "
+                   "unschedulableTimeout (30s): 0/2 nodes are available: 2 Insufficient cpu.")
