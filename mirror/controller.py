@@ -273,7 +273,11 @@ class MirrorController:
         inspect_api = None
         if self.cfg.inspect_address:
             assert self.manager is not None
-            inspect_api = self.inspect_api = InspectApi(self.cfg.inspect_address, self.manager,
+            # Its own client on the manager: the reviews are POSTs, which leader election gates on
+            # the controller's client, and a standby replica answers users too. Worker reads are GETs.
+            reviews = ClusterClient(f"{self.manager.name}-inspect", self.manager.api, qps=20, burst=40,
+                                    timeout=self.cfg.request_timeout)
+            inspect_api = self.inspect_api = InspectApi(self.cfg.inspect_address, reviews,
                                                         {n: w.client for n, w in self.workers.items()},
                                                         self.cfg.controller_name)
             await inspect_api.start()
