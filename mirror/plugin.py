@@ -159,8 +159,12 @@ def format_events(events: list[dict[str, Any]], now: datetime) -> list[str]:
 def format_describe(job: Obj, worker_view: dict[str, Any] | None, worker_problem: str | None,
                     manager_events: list[dict[str, Any]], now: datetime) -> str:
     md, ann = job["metadata"], annotations_of(job)
+    state = state_of(job)
+    pods_seen = (worker_view or {}).get("pods") or []
+    if state == "Running" and pods_seen and not any(p.get("node") for p in pods_seen):
+        state += " (placed; no pod of the copy is scheduled yet)"
     lines = [f"Name:        {md['namespace']}/{md['name']}",
-             f"State:       {state_of(job)}",
+             f"State:       {state}",
              f"Worker:      {ann.get(ANNOTATION_CLUSTER, '<not placed>')}",
              f"Placement:   {ann.get(ANNOTATION_PLACEMENT_REASON) or '-'}"]
     if ann.get(ANNOTATION_PIN):
