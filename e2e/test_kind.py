@@ -198,6 +198,21 @@ async def test_kind_logs_of_a_copy_through_the_inspect_api(controller: E2EEnv, t
     assert lines[0].split(" from ")[1].startswith("talk-"), out  # the pod's hostname: the copy's pod
     rc, tail, err = await _plugin("logs", "talk", "-n", ns, "--kubeconfig", str(reader), "--tail", "1")
     assert rc == 0 and tail.splitlines() == lines[-1:], (tail, err)
+    # -f: the stream stays open through the API server's proxy and the controller (the container sleeps on).
+    follow = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import sys; from mirror.cli import plugin_main; sys.exit(plugin_main())",
+        "logs", "talk", "-n", ns, "--kubeconfig", str(reader), "-f", "--tail", "2",
+        env={k: v for k, v in os.environ.items() if not k.startswith(("JOBMIRROR_", "KUBECONFIG"))},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert follow.stdout is not None
+        got = [(await asyncio.wait_for(follow.stdout.readline(), 60)).decode().strip() for _ in range(2)]
+        assert got == lines[-2:], got
+        await asyncio.sleep(3)
+        assert follow.returncode is None, "logs -f ended although the container still runs"
+    finally:
+        follow.terminate()
+        await follow.wait()
 
     # Refused: the stranger cannot read the Job, so neither can it read the logs through the controller.
     rc, _, err = await _plugin("logs", "talk", "-n", ns, "--kubeconfig", str(stranger))
