@@ -15,13 +15,14 @@ header (verified against kube-apiserver 1.35), so the plugin sends the token aga
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, Obj, Resource
-from mirror import inspect
+from mirror import inspect, metrics
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,20 @@ def _error(status: int, message: str) -> web.Response:
 
 
 # -- server ---------------------------------------------------------------------------------------
+
+
+@web.middleware
+async def _count(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                 ) -> web.StreamResponse:
+    """Requests by verb and status code (any other path counts as ``other``: bounded labels)."""
+    verb = request.path.rsplit("/", 1)[-1]
+    try:
+        resp = await handler(request)
+    except web.HTTPException as exc:
+        metrics.INSPECT_REQUESTS.labels(verb if verb in ("describe", "logs") else "other", str(exc.status)).inc()
+        raise
+    metrics.INSPECT_REQUESTS.labels(verb if verb in ("describe", "logs") else "other", str(resp.status)).inc()
+    return resp
 
 
 class InspectApi:
@@ -176,7 +191,7 @@ class InspectApi:
         return resp
 
     async def start(self) -> int:
-        app = web.Application()
+        app = web.Application(middlewares=[_count])
         base = "/v1/namespaces/{namespace}/jobs/{name}"
         app.router.add_get(f"{base}/describe", self.describe)
         app.router.add_get(f"{base}/logs", self.logs)

@@ -25,7 +25,7 @@ import yaml
 from jobapi import conditions as jc
 from jobapi.objects import annotations_of
 from jobapi.times import parse_time
-from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_kubeconfig
+from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
 from kruntime.resources import EVENTS, JOBS, Obj
 from mirror import inspect
 from mirror.config import Config
@@ -231,11 +231,13 @@ async def connect(args: Any) -> Target:
         from mirror.config import load_config
         config = load_config(args.config)
     path = Path(args.kubeconfig) if args.kubeconfig else None
-    if path is None and config is not None and config.manager_kubeconfig is not None:
+    context = args.context
+    if path is None and config is not None:
+        # As the controller reaches the manager: its kubeconfig, or in its Pod, the ServiceAccount.
         path, context = config.manager_kubeconfig, args.context or config.manager_context
-    else:
-        path, context = path or default_kubeconfig(), args.context
-    kc = await load_kubeconfig(path, context)
+    elif path is None:
+        path = default_kubeconfig()
+    kc = await load_kubeconfig(path, context) if path is not None else await load_incluster()
     token = kc.api_key.get("BearerToken")
     if token and token.lower().startswith("bearer "):
         token = token[7:]
@@ -248,7 +250,7 @@ async def connect(args: Any) -> Target:
     elif config is not None and args.kubeconfig is None and getattr(args, "verb", "") == "status":
         ns = None  # the operator's status: everything the controller claims
     else:
-        ns = context_namespace(path, context)
+        ns = context_namespace(path, context) if path is not None else "default"
     return Target(ClusterClient.from_configuration("manager", kc, timeout=args.request_timeout), ns,
                   config.controller_name if config else args.controller_name, config,
                   args.inspect_service, args.inspect_url, token)

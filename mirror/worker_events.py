@@ -31,6 +31,7 @@ from kruntime.client import ApiError
 from kruntime.events import ObjectEvents
 from kruntime.informer import Informer, ObjectCache
 from kruntime.resources import EVENTS, PODS, Obj
+from mirror import metrics
 from mirror.kinds import MirroredKind
 from mirror.naming import LABEL_ORIGIN_UID, origin_annotation
 from mirror.workers import WorkerCluster
@@ -222,6 +223,7 @@ class WorkerEvents:
         if job is None:
             return
         reason = str(ev.get("reason") or "WorkerWarning")
+        metrics.WORKER_WARNINGS.labels(self.worker.name).inc()
         self.events.event(job, WARNING, reason, mirrored_message(self.worker.name, ev))
         if reason == "FailedScheduling" and inv.get("kind") == "Pod":
             uid = job["metadata"]["uid"]
@@ -260,6 +262,7 @@ class WorkerEvents:
                 self._stuck.pop(uid, None)
                 continue
             self._told[uid] = None
+            metrics.COPIES_UNSCHEDULABLE.labels(self.worker.name).inc()
             self.events.event(job, WARNING, UNSCHEDULABLE,
                               unschedulable_message(self.worker.name, pod, since, self.unschedulable_timeout))
 

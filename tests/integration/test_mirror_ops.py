@@ -27,6 +27,7 @@ import yaml
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
 from kruntime.resources import EVENTS, PODS, Obj, Resource
+from mirror import metrics
 from mirror.naming import ANNOTATION_PIN, ANNOTATION_PLACEMENT_REASON
 from tests.conftest import ensure_namespace, wait_for
 from tests.integration.mirror_env import MirrorEnv, make_job, mirror_env
@@ -85,7 +86,9 @@ async def test_quota_refusing_the_copys_pods_is_told_on_the_manager_job(client_f
         await wait_for(computed, timeout=30, what="quota status computed")
         await env.start()
         await env.create(make_job("quota", annotations={ANNOTATION_PIN: "worker-1"}))
+        before = metrics.WORKER_WARNINGS.labels("worker-1")._value.get()
         ev = await manager_event(env, "quota", "FailedCreate", contains="on worker worker-1")
+        assert metrics.WORKER_WARNINGS.labels("worker-1")._value.get() > before
         assert ev["type"] == "Warning"
         assert "Job " + ns + "/quota" in ev["message"] and "exceeded quota" in ev["message"], ev["message"]
         assert ev["source"]["component"] == "jobmirror"
@@ -255,9 +258,11 @@ async def test_inspect_api_serves_only_users_who_may_get_the_job(client_for: Cli
         status, body = await proxied(admin, ns, path, {"Authorization": f"Bearer {alice_token}"})
         assert status == 401 and "no bearer token" in body["error"], (status, body)
 
+        refused = metrics.INSPECT_REQUESTS.labels("describe", "403")._value.get()
         status, body = await proxied(admin, ns, path, {"Authorization": f"Bearer {bob_token}",
                                                        "X-Jobmirror-Token": bob_token})
         assert status == 403, (status, body)
+        assert metrics.INSPECT_REQUESTS.labels("describe", "403")._value.get() == refused + 1
         assert body["error"] == f"user 'system:serviceaccount:{ns}:bob' may not get jobs.batch {ns}/work on the manager"
         status, body = await proxied(admin, ns, path.replace("describe", "logs"),
                                      {"Authorization": f"Bearer {carol_token}", "X-Jobmirror-Token": carol_token})
