@@ -47,7 +47,11 @@ CONTROLLER_RULES: set[Rule] = {
     ("batch", "jobs/finalizers", "update", ""),
     *{("", "events", v, "") for v in ("create", "patch")},
     ("", "namespaces", "get", "kube-system"),
+    ("authentication.k8s.io", "tokenreviews", "create", ""),  # inspect API: who is calling
+    ("authorization.k8s.io", "subjectaccessreviews", "create", ""),  # inspect API: may they get the Job
 }
+#: every authenticated user, the controller too, may reach the inspect API through the service proxy
+INSPECT_PROXY_RULES: set[Rule] = {("", "services/proxy", "get", "jobmirror-inspect:inspect")}
 LEADER_ELECTION_RULES: set[Rule] = {
     ("coordination.k8s.io", "leases", "create", ""),
     ("coordination.k8s.io", "leases", "get", LEASE_NAME),
@@ -56,6 +60,9 @@ LEADER_ELECTION_RULES: set[Rule] = {
 WORKER_RULES: set[Rule] = {
     *{("batch", "jobs", v, "") for v in ("get", "list", "watch", "create", "delete", "patch", "update")},
     *{("", "namespaces", v, "") for v in ("get", "create")},
+    *{("", "pods", v, "") for v in ("get", "list")},  # describe, logs, mapping pod events to copies
+    ("", "pods/log", "get", ""),
+    *{("", "events", v, "") for v in ("list", "watch")},  # Warning events mirrored onto manager Jobs
 }
 # Granted to every authenticated identity by the default cluster roles; not ours.
 _DEFAULT_RULES = {
@@ -229,7 +236,7 @@ async def test_controller_serviceaccount_has_exactly_the_documented_rules(e2e_en
     want = _controller_rules(env)
     got = await effective_rules(sa, elsewhere)
     assert got == want, f"in {elsewhere}:\nmissing:\n{_fmt(want - got)}\nexcess:\n{_fmt(got - want)}"
-    want_sys = want | LEADER_ELECTION_RULES
+    want_sys = want | LEADER_ELECTION_RULES | INSPECT_PROXY_RULES
     got_sys = await effective_rules(sa, SYSTEM_NS)
     assert got_sys == want_sys, (f"in {SYSTEM_NS}:\nmissing:\n{_fmt(want_sys - got_sys)}\n"
                                  f"excess:\n{_fmt(got_sys - want_sys)}")
@@ -256,7 +263,6 @@ DENIED_ON_MANAGER = [
     ("get", "", "secrets", "", SYSTEM_NS, "jobmirror-worker-kubeconfigs"),  # mounted as a volume, never read via API
     ("get", "", "configmaps", "", "kube-system", ""),
     ("create", "", "pods", "", "default", ""),
-    ("list", "", "pods", "", "", ""),
     ("create", "", "serviceaccounts", "token", SYSTEM_NS, "jobmirror"),
     ("update", "coordination.k8s.io", "leases", "", "kube-system", "kube-controller-manager"),
     ("update", "coordination.k8s.io", "leases", "", SYSTEM_NS, "someone-elses-lease"),
@@ -276,6 +282,7 @@ DENIED_ON_MANAGER_UNLESS_WORKER = [
     ("delete", "batch", "jobs", "", "default", ""),
     ("create", "", "namespaces", "", "", ""),
     ("get", "", "namespaces", "", "", "default"),
+    ("list", "", "pods", "", "", ""),
 ]
 ALLOWED_ON_MANAGER = [
     ("get", "", "namespaces", "", "", "kube-system"),
@@ -316,11 +323,12 @@ async def test_controller_serviceaccount_access_reviews(e2e_env: E2EEnv) -> None
 
 
 async def test_worker_identity_access_reviews(e2e_env: E2EEnv) -> None:
-    """workers: SubjectAccessReviews — Jobs and namespaces only; no Secrets, Pods, status or deletes of namespaces"""
+    """workers: SubjectAccessReviews — Jobs, namespaces, reads of pods/logs/events; no Secrets, pod writes, status"""
     env = e2e_env
     denied = [
         ("get", "", "secrets", "", "kube-system", ""), ("list", "", "secrets", "", "", ""),
-        ("list", "", "pods", "", "", ""), ("delete", "", "pods", "", "default", ""),
+        ("create", "", "pods", "", "default", ""), ("delete", "", "pods", "", "default", ""),
+        ("create", "", "pods", "exec", "default", "x"), ("create", "", "pods", "portforward", "default", "x"),
         ("update", "batch", "jobs", "status", "default", "x"), ("patch", "batch", "jobs", "status", "default", "x"),
         ("list", "", "namespaces", "", "", ""), ("delete", "", "namespaces", "", "", "default"),
         ("update", "", "namespaces", "", "", "default"), ("list", "", "nodes", "", "", ""),
@@ -330,7 +338,8 @@ async def test_worker_identity_access_reviews(e2e_env: E2EEnv) -> None:
     allowed = [
         ("create", "batch", "jobs", "", "any-namespace", ""), ("delete", "batch", "jobs", "", "any-namespace", "x"),
         ("watch", "batch", "jobs", "", "", ""), ("get", "", "namespaces", "", "", "x"),
-        ("create", "", "namespaces", "", "", ""),
+        ("create", "", "namespaces", "", "", ""), ("get", "", "pods", "log", "any-namespace", "x"),
+        ("watch", "", "events", "", "", ""),
     ]
     wrong = []
     for name, client in env.separate_workers().items():

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+import yaml
 
 from e2e.harness import (
     ANNOTATION_CLUSTER,
@@ -27,6 +31,9 @@ from e2e.harness import (
     condition_true,
     conditions,
     job_manifest,
+    kubeconfig_cluster,
+    request_token,
+    write_token_kubeconfig,
 )
 from e2e.kindops import (
     CopyRecorder,
@@ -49,6 +56,9 @@ from testkit.waiting import wait_for
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
 CRONJOBS = Resource("batch", "v1", "cronjobs", "CronJob")
+SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 #: The deployed config's leader election (deploy/manager/files/config.yaml: the defaults).
 LEASE_DURATION, RETRY_PERIOD = 15, 2
 WORKER_LOST_TIMEOUT = E2E_CONFIG_OVERRIDES["workerLostTimeout"]
@@ -137,6 +147,95 @@ async def test_kind_pinned_jobs_and_kubectl_wait(controller: E2EEnv) -> None:
         job = await env.manager.get(JOBS, ns, n)
         assert job["metadata"]["annotations"][ANNOTATION_CLUSTER] == w
         assert job["status"].get("succeeded") == 1 and job["status"].get("completionTime"), job["status"]
+    await cleanup(env, ns)
+
+
+async def _plugin(*args: str, timeout: float = 90) -> tuple[int, str, str]:
+    """``kubectl jobmirror`` as a user runs it (the installed entry point's code, in a subprocess)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBMIRROR_", "KUBECONFIG"))}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import sys; from mirror.cli import plugin_main; sys.exit(plugin_main())", *args,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_kind_logs_of_a_copy_through_the_inspect_api(controller: E2EEnv, tmp_path: Path) -> None:
+    """`kubectl jobmirror logs` of a Job running on a worker: a user who may get the Job reads the real
+    container output through the API server's service proxy and the controller; one who may not is refused;
+    an operator reads it with the worker kubeconfigs; describe shows the running pod"""
+    env = controller
+    worker = sorted(env.separate_workers())[0]
+    ns = await namespace(env, "logs")
+    job = job_manifest("talk", image=env.pod_image, pin=worker)
+    job["spec"]["template"]["spec"]["containers"][0]["command"] = [
+        "sh", "-c", "for i in 1 2 3; do echo \"line $i from $(hostname)\"; done; sleep 600"]
+    await env.manager.create(JOBS, ns, job)
+    for sa in ("reader", "stranger"):
+        await env.manager.create(SERVICEACCOUNTS, ns, {"metadata": {"name": sa}})
+    await env.manager.create(ROLES, ns, {"metadata": {"name": "job-reader"}, "rules": [
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]})
+    await env.manager.create(ROLEBINDINGS, ns, {
+        "metadata": {"name": "job-reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "job-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": ns}]})
+    cluster = kubeconfig_cluster(env.manager_kubeconfig)
+    reader = write_token_kubeconfig(tmp_path / "reader", name="manager", cluster=cluster,
+                                    token=await request_token(env.manager, ns, "reader"))
+    stranger_token = await request_token(env.manager, ns, "stranger")
+    stranger = write_token_kubeconfig(tmp_path / "stranger", name="manager", cluster=cluster, token=stranger_token)
+
+    async def logs_out() -> str | None:
+        rc, out, _ = await _plugin("logs", "talk", "-n", ns, "--kubeconfig", str(reader))
+        return out if rc == 0 and "line 3" in out else None
+
+    out = await wait_for(logs_out, timeout=180, what="the copy's container output through the inspect API")
+    print(f"$ kubectl jobmirror logs talk -n {ns}   # as ServiceAccount {ns}/reader\n{out}")
+    lines = out.splitlines()
+    assert [ln.split(" from ")[0] for ln in lines] == ["line 1", "line 2", "line 3"], out
+    assert lines[0].split(" from ")[1].startswith("talk-"), out  # the pod's hostname: the copy's pod
+    rc, tail, err = await _plugin("logs", "talk", "-n", ns, "--kubeconfig", str(reader), "--tail", "1")
+    assert rc == 0 and tail.splitlines() == lines[-1:], (tail, err)
+    # -f: the stream stays open through the API server's proxy and the controller (the container sleeps on).
+    follow = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import sys; from mirror.cli import plugin_main; sys.exit(plugin_main())",
+        "logs", "talk", "-n", ns, "--kubeconfig", str(reader), "-f", "--tail", "2",
+        env={k: v for k, v in os.environ.items() if not k.startswith(("JOBMIRROR_", "KUBECONFIG"))},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert follow.stdout is not None
+        got = [(await asyncio.wait_for(follow.stdout.readline(), 60)).decode().strip() for _ in range(2)]
+        assert got == lines[-2:], got
+        await asyncio.sleep(3)
+        assert follow.returncode is None, "logs -f ended although the container still runs"
+    finally:
+        follow.terminate()
+        await follow.wait()
+
+    # Refused: the stranger cannot read the Job, so neither can it read the logs through the controller.
+    rc, _, err = await _plugin("logs", "talk", "-n", ns, "--kubeconfig", str(stranger))
+    assert rc == 1 and 'cannot get resource "jobs"' in err, err
+    proxy = (f"/api/v1/namespaces/{SYSTEM_NS}/services/jobmirror-inspect:inspect/proxy/v1/namespaces/{ns}/jobs/"
+             "talk/logs")
+    resp = await env.manager._send("GET", proxy, headers={"X-Jobmirror-Token": stranger_token})
+    body = await resp.read()
+    resp.release()
+    assert resp.status == 403, (resp.status, body)
+    assert f"user 'system:serviceaccount:{ns}:stranger' may not get jobs.batch {ns}/talk" in body.decode(), body
+
+    rc, desc, err = await _plugin("describe", "talk", "-n", ns, "--kubeconfig", str(reader))
+    assert rc == 0, err
+    print(f"$ kubectl jobmirror describe talk -n {ns}\n{desc}")
+    assert f"Copy:        {ns}/talk on {worker}" in desc and "Running" in desc, desc
+
+    # The operator: the controller's config, worker kubeconfigs read directly.
+    cfg = tmp_path / "operator.yaml"
+    cfg.write_text(yaml.safe_dump({"managerKubeconfig": str(env.manager_kubeconfig), "workers": [
+        {"name": n, "kubeconfig": str(p)} for n, p in env.worker_kubeconfigs.items()]}))
+    rc, op_out, err = await _plugin("logs", "talk", "-n", ns, "--config", str(cfg))
+    assert rc == 0 and op_out == out, (op_out, err)
     await cleanup(env, ns)
 
 

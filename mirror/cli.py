@@ -1,22 +1,19 @@
-"""``jobmirror``: run the controller, show what it manages, validate a config."""
+"""``jobmirror``: run the controller, validate a config; and the ``kubectl jobmirror`` verbs (mirror/plugin.py)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from jobapi.times import parse_time
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
 from kruntime.identity import IdentityUnavailable, read_identity
 from kruntime.lifecycle import add_logging_args, cancel_and_wait, run_until_signalled, setup_logging_from
-from kruntime.resources import Obj
+from mirror import plugin
 from mirror.config import Config, ConfigError, cluster_conflicts, load_config
-from mirror.job_kind import JOB_KIND
-from mirror.kinds import MirroredKind
-from mirror.naming import ANNOTATION_CLUSTER, FIELD_MANAGER
+from mirror.inspect import NotPlaced
 
 DEFAULT_CONFIG = Path("/etc/jobmirror/config.yaml")
 
@@ -74,97 +71,87 @@ async def _check(cfg: Config) -> list[str]:
     return problems
 
 
-def _state(kind: MirroredKind, obj: Obj) -> str:
-    held = kind.state(obj)
-    if held is not None:
-        return held
-    ann = obj["metadata"].get("annotations") or {}
-    if ANNOTATION_CLUSTER not in ann:
-        return "Pending"
-    return "Running"
+def _plugin_parser(sub: Any) -> None:
+    """The verbs ``kubectl jobmirror`` has: status, describe, logs (kubectl's flags)."""
+    st = sub.add_parser("status", help="mirrored Jobs with their worker and state (and, with --config, each "
+                                       "worker's health)")
+    plugin.add_kube_flags(st)
+    st.add_argument("-A", "--all-namespaces", action="store_true")
+    st.add_argument("--worker", help="only Jobs placed on this worker")
+    st.add_argument("--state", help="only Jobs in this state (Pending, Running, Suspended, Complete, Failed)")
+    st.add_argument("-o", "--output", choices=["json", "yaml", "wide"])
+    de = sub.add_parser("describe", help="placement and why, the copy, its pods and events, side by side with "
+                                         "the manager Job")
+    plugin.add_kube_flags(de)
+    de.add_argument("job")
+    de.add_argument("-o", "--output", choices=["json", "yaml"])
+    de.set_defaults(all_namespaces=False)
+    lo = sub.add_parser("logs", help="logs of a pod of the Job's copy, fetched from its worker")
+    plugin.add_kube_flags(lo)
+    lo.add_argument("job")
+    lo.add_argument("-c", "--container")
+    lo.add_argument("--index", type=int, help="the pod of this completion index (Indexed Jobs)")
+    lo.add_argument("-f", "--follow", action="store_true")
+    lo.add_argument("--previous", action="store_true", help="the previous container instance's logs")
+    lo.add_argument("--tail", type=int, help="only the last N lines")
+    lo.set_defaults(all_namespaces=False)
 
 
-def _last_sync(job: Obj, now: datetime) -> str:
-    """Age of our last status write, from managedFields (no extra bookkeeping writes)."""
-    times = [m.get("time") for m in job["metadata"].get("managedFields") or []
-             if m.get("manager") == FIELD_MANAGER and m.get("subresource") == "status" and m.get("time")]
-    if not times:
-        return "-"
-    t = parse_time(max(times))
-    if t is None:
-        return "-"
-    return f"{(now - t).total_seconds():.0f}s"
-
-
-async def _status(cfg: Config, kind: MirroredKind = JOB_KIND) -> int:
-    mkc = await load_kubeconfig(cfg.manager_kubeconfig, cfg.manager_context) if cfg.manager_kubeconfig \
-        else await load_incluster()
-    manager = ClusterClient.from_configuration("manager", mkc, timeout=cfg.request_timeout)
-    now = datetime.now(UTC)
+async def _plugin(args: argparse.Namespace) -> int:
+    if args.verb == "status" and args.config is None and args.kubeconfig is None and DEFAULT_CONFIG.is_file():
+        args.config = DEFAULT_CONFIG  # in the controller's Pod: as the controller sees it
+    target = await plugin.connect(args)
     try:
-        items, _ = await manager.list_all(kind.resource, None)
-        claimed = [j for j in items if kind.claims(j, cfg)]
-        print(f"{kind.name.upper():40s} {'WORKER':12s} {'STATE':10s} {'SUCCEEDED':>9s} {'FAILED':>6s} {'ACTIVE':>6s} "
-              "LAST SYNC")
-        for j in sorted(claimed, key=lambda x: (x["metadata"]["namespace"], x["metadata"]["name"])):
-            st = j.get("status") or {}
-            worker = (j["metadata"].get("annotations") or {}).get(ANNOTATION_CLUSTER, "-")
-            name = f"{j['metadata']['namespace']}/{j['metadata']['name']}"
-            print(f"{name:40s} {worker:12s} {_state(kind, j):10s} {st.get('succeeded', 0):>9} {st.get('failed', 0):>6} "
-                  f"{st.get('active', 0):>6} {_last_sync(j, now)}")
-        unfinished = sum(1 for j in claimed if not kind.is_finished(j))
-        print(f"\n{len(claimed)} claimed {kind.name}s, {unfinished} unfinished\n")
+        if args.verb == "status":
+            return await plugin.status(target, args, print)
+        if args.verb == "describe":
+            return await plugin.describe(target, args, print)
+
+        def write(chunk: bytes) -> None:
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+
+        return await plugin.logs(target, args, write)
     finally:
-        await manager.close()
-    print(f"{'WORKER':12s} {'HEALTH':10s} {'VERSION':10s} DETAIL")
-    for w in cfg.workers:
-        try:
-            client = await ClusterClient.from_kubeconfig(w.name, w.kubeconfig, context=w.context,
-                                                         timeout=min(cfg.request_timeout, 5))
-        except KubeconfigError as exc:
-            print(f"{w.name:12s} {'BROKEN':10s} {'-':10s} {exc}")
-            continue
-        try:
-            await client.request("GET", "/readyz")
-            v = await client.request("GET", "/version")
-            print(f"{w.name:12s} {'healthy':10s} {v.get('gitVersion', '?'):10s} {client.host}")
-        except ApiError as exc:
-            print(f"{w.name:12s} {'UNHEALTHY':10s} {'-':10s} {exc}")
-        finally:
-            await client.close()
-    return 0
+        await target.manager.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="jobmirror", description="Mirror managedBy Jobs into worker clusters.")
+def main(argv: list[str] | None = None, prog: str = "jobmirror") -> int:
+    p = argparse.ArgumentParser(prog=prog, description="Mirror managedBy Jobs into worker clusters.")
     add_logging_args(p)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    run = sub.add_parser("run", help="run the controller")
-    run.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
-    st = sub.add_parser("status", help="claimed Jobs with their worker and state, and each worker's health")
-    st.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
-    chk = sub.add_parser("check-config", help="validate the config file and every kubeconfig in it")
-    chk.add_argument("config", type=Path)
+    sub = p.add_subparsers(dest="verb", required=True)
+    if prog == "jobmirror":
+        run = sub.add_parser("run", help="run the controller")
+        run.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+        chk = sub.add_parser("check-config", help="validate the config file and every kubeconfig in it")
+        chk.add_argument("config", type=Path)
+    _plugin_parser(sub)
     args = p.parse_args(argv)
     setup_logging_from(args)
     try:
+        if args.verb in ("status", "describe", "logs"):
+            return asyncio.run(_plugin(args))
         cfg = load_config(args.config)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        if args.cmd == "check-config":
+        if args.verb == "check-config":
             print(f"{args.config}: configuration valid ({len(cfg.workers)} workers); checking clusters:")
             problems = asyncio.run(_check(cfg))
             for prob in problems:
                 print(f"error: {prob}", file=sys.stderr)
             return 1 if problems else 0
-        if args.cmd == "status":
-            return asyncio.run(_status(cfg))
         return asyncio.run(_run(cfg))
-    except (KubeconfigError, ConfigError) as exc:
+    except (KubeconfigError, ConfigError, plugin.UsageError, NotPlaced) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 2 if not isinstance(exc, NotPlaced) else 1
+    except ApiError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def plugin_main() -> int:
+    """``kubectl-jobmirror``: kubectl finds it on PATH and runs it as ``kubectl jobmirror``."""
+    return main(prog="kubectl jobmirror")
 
 
 if __name__ == "__main__":

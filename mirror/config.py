@@ -150,6 +150,15 @@ class Config(BaseSettings):
     health_probe_interval: float = Field(5.0, gt=0)
     workers_concurrency: int = Field(32, ge=1)
     metrics_address: str = ":8080"
+    #: Mirror the Warning events of copies and their pods onto the manager objects (needs
+    #: events list/watch and pods get in the workers, see deploy/worker/).
+    worker_events: bool = True
+    #: A copy whose pod stays unschedulable this long gets a CopyUnschedulable event.
+    unschedulable_timeout: float = Field(300.0, gt=0)
+    #: Read-only HTTP API for ``kubectl jobmirror describe/logs`` by users without worker
+    #: credentials (each request authenticated by TokenReview, authorized by a
+    #: SubjectAccessReview on the manager Job); empty = off.
+    inspect_address: str = ""
     leader_election: LeaderElection = Field(default_factory=LeaderElection)
 
     @field_validator("controller_name")
@@ -159,6 +168,14 @@ class Config(BaseSettings):
             raise ValueError(f"{v!r} is reserved for the built-in Job controller")
         if "/" not in v:
             raise ValueError("must be a domain-prefixed path, e.g. jobmirror.dev/controller")
+        return v
+
+    @field_validator("inspect_address")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        _, sep, port = v.rpartition(":")
+        if v and not (sep and port.isdigit() and int(port) < 65536):
+            raise ValueError(f"{v!r} is not host:port (e.g. ':8081'; empty = off)")
         return v
 
     @field_validator("origin")

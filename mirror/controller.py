@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeconfig
-from kruntime.events import EventRecorder, ObjectEvents
+from kruntime.events import EventRecorder, ObjectEvents, SpamFilter
 from kruntime.httpserver import HealthServer
 from kruntime.identity import IdentityUnavailable, read_identity
 from kruntime.informer import Informer, NamespacedInformers
@@ -21,11 +21,13 @@ from kruntime.resources import Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc
 from mirror.config import Config, ConfigError, cluster_conflicts
+from mirror.inspect_api import InspectApi
 from mirror.job_kind import JOB_KIND
 from mirror.kinds import MirroredKind, QueueKey, manager_key_of
 from mirror.naming import FIELD_MANAGER, FINALIZER
 from mirror.placement import policy_for
 from mirror.reconciler import Reconciler
+from mirror.worker_events import WorkerEvents
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,8 @@ class MirrorController:
         self.queue: WorkQueue[QueueKey] = WorkQueue("mirror", backoff_base=0.05, backoff_cap=60.0)
         self.reconcilers: dict[str, Reconciler] = {}
         self.events: dict[str, ObjectEvents] = {}
+        #: per worker, the mirroring of its Warning events onto the manager objects
+        self.worker_events: dict[str, WorkerEvents] = {}
         self.recorder: EventRecorder | None = None
         self.leading = not cfg.leader_election.enabled
         self._identity = ""
@@ -67,6 +71,7 @@ class MirrorController:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self.health_server: HealthServer | None = None
+        self.inspect_api: InspectApi | None = None
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -106,6 +111,12 @@ class MirrorController:
                 w.kinds[kind.name].informer.add_handler(self._copy_handler(kind))
             # Through client-go's spam filter, like the builtin controller's events.
             events = self.events[kind.name] = ObjectEvents(self.recorder, kind.resource)
+            if cfg.worker_events and kind is JOB_KIND:  # pods are mapped to copies the Job controller's way
+                # Their own spam filter: a crash-looping copy must not silence our own warnings.
+                mirrored = ObjectEvents(self.recorder, kind.resource, SpamFilter())
+                for w in self.workers.values():
+                    self.worker_events[w.name] = WorkerEvents(w, kind, informer, mirrored,
+                                                              unschedulable_timeout=cfg.unschedulable_timeout)
             self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
                                                      policy_for(cfg.placement.value), manager_cluster=manager_id)
 
@@ -165,6 +176,8 @@ class MirrorController:
                 uid = (old or new)["metadata"].get("uid", "")
                 self.reconcilers[kind.name].forget(uid)
                 self.events[kind.name].forget(uid)
+                for we in self.worker_events.values():
+                    we.forget(uid)
             if not kind.claims(new, self.cfg):
                 if FINALIZER in (new["metadata"].get("finalizers") or []):
                     # Maybe claimed before namespaces/controllerName changed: the reconcile decides.
@@ -221,6 +234,9 @@ class MirrorController:
             for informer in w.informers():
                 spawn(informer.run(), f"{w.name}-{informer.resource.plural}-informer")
             spawn(w.probe_loop(), f"{w.name}-probe")
+        for name, we in self.worker_events.items():
+            spawn(we.informer.run(), f"{name}-warning-events")
+            spawn(we.check_loop(), f"{name}-unschedulable-check")
         for informer in self.informers.values():
             await informer.wait_synced()
         # Give reachable workers a moment to sync and answer a probe, so the first placements
@@ -254,6 +270,17 @@ class MirrorController:
         except BaseException:  # e.g. a worker-list ConfigError: close the clients opened so far
             await self.stop()
             raise
+        inspect_api = None
+        if self.cfg.inspect_address:
+            assert self.manager is not None
+            # Its own client on the manager: the reviews are POSTs, which leader election gates on
+            # the controller's client, and a standby replica answers users too. Worker reads are GETs.
+            reviews = ClusterClient(f"{self.manager.name}-inspect", self.manager.api, qps=20, burst=40,
+                                    timeout=self.cfg.request_timeout)
+            inspect_api = self.inspect_api = InspectApi(self.cfg.inspect_address, reviews,
+                                                        {n: w.client for n, w in self.workers.items()},
+                                                        self.cfg.controller_name)
+            await inspect_api.start()
         server = None
         if health and self.cfg.metrics_address:
             server = self.health_server = HealthServer(self.cfg.metrics_address, liveness=self.liveness,
@@ -268,6 +295,8 @@ class MirrorController:
             await self.stop()
             if server is not None:
                 await server.stop()
+            if inspect_api is not None:
+                await inspect_api.stop()
 
     async def _run_with_leader_election(self) -> None:
         """Lead while the Lease is held (kruntime.leaderelect: bounded Lease calls, a clock-based

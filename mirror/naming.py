@@ -28,6 +28,8 @@ ANNOTATION_ORIGIN_JOB = origin_annotation("Job")
 ANNOTATION_CLUSTER = "jobmirror.dev/cluster"
 ANNOTATION_REMOTE_NAME = "jobmirror.dev/remote-name"
 ANNOTATION_PIN = "jobmirror.dev/pin-cluster"
+#: why the Job went where it did: the policy and each worker's load at that moment (or the pin)
+ANNOTATION_PLACEMENT_REASON = "jobmirror.dev/placement-reason"
 FINALIZER = "jobmirror.dev/cleanup"
 #: the ``origin`` of the installation that added FINALIZER: lets it release the finalizer
 #: once it no longer claims the Job (namespaces narrowed, controllerName changed)

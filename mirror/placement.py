@@ -61,6 +61,19 @@ class RoundRobin:
         return w.name
 
 
+def explain(policy: str, workers: Sequence[WorkerView], chosen: str, pinned: str | None) -> str:
+    """Why ``chosen``, as recorded on the manager Job (``jobmirror describe`` shows it).
+
+    The load each worker had when the choice was made is not visible anywhere later, so
+    it is written down with the placement itself (same patch, no extra write).
+    """
+    if pinned:
+        return f"pinned: annotation jobmirror.dev/pin-cluster={pinned}"
+    load = ", ".join(f"{w.name}={w.unfinished}" if w.healthy else f"{w.name}=excluded"
+                     for w in sorted(workers, key=lambda w: w.name))
+    return f"{policy}: chose {chosen}; unfinished copies per worker then: {load}"
+
+
 def policy_for(name: str) -> PlacementPolicy:
     if name == "RoundRobin":
         return RoundRobin()

@@ -58,13 +58,14 @@ from mirror.naming import (
     ANNOTATION_CLAIMED_BY,
     ANNOTATION_CLUSTER,
     ANNOTATION_PIN,
+    ANNOTATION_PLACEMENT_REASON,
     ANNOTATION_REMOTE_NAME,
     FINALIZER,
     LABEL_ORIGIN,
     LABEL_ORIGIN_UID,
     derived_remote_name,
 )
-from mirror.placement import NoWorker, PlacementPolicy, WorkerView
+from mirror.placement import NoWorker, PlacementPolicy, WorkerView, explain
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,14 @@ def _utcnow() -> datetime:
 
 def _missing_namespace(exc: ApiError) -> bool:
     return exc.not_found and (exc.body.get("details") or {}).get("kind") == "namespaces"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A placement decision and why it was made (the policy and the load it saw, or the pin)."""
+
+    worker: str
+    why: str
 
 
 @dataclass(eq=False)
@@ -297,7 +306,8 @@ class Reconciler:
         remote_name = copies[adopted]["metadata"]["name"]
         log.info("adopting copy %s on %s for %s/%s (placement was %s)", remote_name, adopted,
                  md["namespace"], md["name"], placement.worker or "missing")
-        fresh, moved = await self._record_placement(fresh, adopted, remote_name)
+        fresh, moved = await self._record_placement(fresh, adopted, remote_name,
+                                                    f"adopted: worker {adopted} has this Job's copy {remote_name}")
         if placement.worker is not None:
             self.recorder.event(fresh, NORMAL, "PlacementMoved", f"worker {placement.worker} is no longer "
                                 f"configured and worker {adopted} has this Job's copy {remote_name} (the same "
@@ -312,8 +322,9 @@ class Reconciler:
             for w in self.workers.values()
         ]
 
-    def _choose(self, job: Obj, exclude: Collection[str]) -> str:
-        """The policy's worker for ``job``, never one that refused its name, nor (unpinned) lately its copy.
+    def _choose(self, job: Obj, exclude: Collection[str]) -> Choice:
+        """The policy's worker for ``job``, never one that refused its name, nor (unpinned) lately its copy,
+        with why (recorded on the Job with the placement).
 
         Raises NoWorker.
         """
@@ -322,10 +333,11 @@ class Reconciler:
         excluded = {*exclude, *self._collided.get(uid, ())}
         if not pin:
             excluded |= refusal_exclusions(self._refused.get(uid, {}), time.monotonic())
-        chosen = self.policy.choose(self.worker_views(excluded), pin)
+        views = self.worker_views(excluded)
+        chosen = self.policy.choose(views, pin)
         if chosen is None:
             raise NoWorker("the placement policy chose none")
-        return chosen
+        return Choice(chosen, explain(self.cfg.placement.value, views, chosen, pin))
 
     async def _place(self, job: Obj, exclude: Collection[str] = ()) -> tuple[Obj, Placement]:
         try:
@@ -342,7 +354,8 @@ class Reconciler:
         self._no_worker_said.pop(job["metadata"]["uid"], None)
         return await self._place_on(job, chosen)
 
-    async def _place_on(self, job: Obj, chosen: str) -> tuple[Obj, Placement]:
+    async def _place_on(self, job: Obj, choice: Choice) -> tuple[Obj, Placement]:
+        chosen = choice.worker
         name = job["metadata"]["name"]
         remote_name = derived_remote_name(name, self.origin) if self.workers[chosen].is_manager else name
         uid = job["metadata"]["uid"]
@@ -350,18 +363,18 @@ class Reconciler:
         # see each other's choices, or they all pick the same least-loaded worker.
         self._pending[chosen].add(uid)
         try:
-            return await self._record_placement(job, chosen, remote_name)
+            return await self._record_placement(job, chosen, remote_name, choice.why)
         except BaseException:
             self._pending[chosen].discard(uid)
             raise
 
-    async def _record_placement(self, job: Obj, worker: str, remote_name: str) -> tuple[Obj, Placement]:
+    async def _record_placement(self, job: Obj, worker: str, remote_name: str, why: str) -> tuple[Obj, Placement]:
         """One write records the placement and, if missing, the finalizer (resourceVersion precondition)."""
         md = job["metadata"]
         meta_patch: Obj = {
             "resourceVersion": md["resourceVersion"],
             "annotations": {ANNOTATION_CLUSTER: worker, ANNOTATION_REMOTE_NAME: remote_name,
-                            ANNOTATION_CLAIMED_BY: self.origin},
+                            ANNOTATION_CLAIMED_BY: self.origin, ANNOTATION_PLACEMENT_REASON: why},
         }
         fins = md.get("finalizers") or []
         if FINALIZER not in fins:
@@ -535,7 +548,7 @@ class Reconciler:
         if isinstance(what, ApiError):
             what = f"worker {worker.name} refused to create {md['namespace']}/{md['name']}: {what.message}"
         pinned = ANNOTATION_PIN in annotations_of(job)
-        chosen: str | None = None
+        chosen: Choice | None = None
         why = f"the Job is pinned to {worker.name}"
         if not pinned:
             try:
@@ -544,8 +557,8 @@ class Reconciler:
                 why = f"no other worker accepts it now ({no})"
         if chosen is not None and refusal_action(pinned=pinned, alternative=True) is RefusalAction.REPLACE:
             job, _ = await self._place_on(job, chosen)
-            self.recorder.event(job, WARNING, reason, f"{what}; placed on {chosen} instead")
-            metrics.REDISPATCHES.labels(worker.name, chosen).inc()
+            self.recorder.event(job, WARNING, reason, f"{what}; placed on {chosen.worker} instead")
+            metrics.REDISPATCHES.labels(worker.name, chosen.worker).inc()
             return 0.0
         self.recorder.event(job, WARNING, reason, f"{what}; {why}: retried with backoff (at most every "
                             f"{collision_retry_delay(99, base=self.cfg.resync_period):.0f}s)")
@@ -606,7 +619,7 @@ class Reconciler:
             else:
                 job, new = await self._place_on(job, chosen)
                 self.recorder.event(job, WARNING, "NameCollision", f"{what}; placed on {new.worker} instead")
-                metrics.REDISPATCHES.labels(worker.name, chosen).inc()
+                metrics.REDISPATCHES.labels(worker.name, chosen.worker).inc()
                 return 0.0
         else:
             why = (f"the Job is pinned to {worker.name}" if pinned

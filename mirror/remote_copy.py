@@ -19,6 +19,7 @@ from mirror.naming import (
     ANNOTATION_DELETE_PROPAGATION,
     ANNOTATION_ORIGIN_JOB,
     ANNOTATION_PIN,
+    ANNOTATION_PLACEMENT_REASON,
     ANNOTATION_REMOTE_NAME,
     ANNOTATION_TEMPLATE_HASH,
     CONTROLLER_UID_LABELS,
@@ -31,7 +32,7 @@ from mirror.naming import (
 _DROP_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
                   "deletionGracePeriodSeconds", "managedFields", "ownerReferences", "finalizers", "selfLink")
 _OUR_ANNOTATIONS = (ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME, ANNOTATION_PIN, ANNOTATION_CLAIMED_BY,
-                    ANNOTATION_DELETE_PROPAGATION)
+                    ANNOTATION_DELETE_PROPAGATION, ANNOTATION_PLACEMENT_REASON)
 #: spec fields that follow the manager after dispatch (mutable on a live Job)
 MUTABLE_SPEC_FIELDS = ("suspend", "parallelism", "activeDeadlineSeconds")
 #: pod-template fields the API server lets change while a Job is suspended and not started

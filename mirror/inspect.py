@@ -1,0 +1,199 @@
+"""What ``kubectl jobmirror describe`` and ``logs`` read on a worker, shared by the plugin
+(operator mode: the worker kubeconfigs of the controller's config) and the controller's
+read-only inspect API (users without worker credentials).
+
+Reads only, each bounded in time; no cache, so a standby replica answers as well as the leader.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from jobapi import conditions as jc
+from jobapi.objects import annotations_of, labels_of
+from jobapi.times import parse_time
+from kruntime.client import ApiError, ClusterClient
+from kruntime.resources import EVENTS, JOBS, PODS, Obj
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME, LABEL_ORIGIN_UID
+
+POD_JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+#: the last N events of the copy and its pods
+MAX_EVENTS = 20
+
+
+class NotPlaced(Exception):
+    """The manager Job has no copy to look at (not placed yet, or its worker is not known here)."""
+
+
+@dataclass(frozen=True)
+class Where:
+    worker: str
+    namespace: str
+    remote_name: str
+
+
+def where(job: Obj) -> Where:
+    ann = annotations_of(job)
+    worker = ann.get(ANNOTATION_CLUSTER)
+    if not worker:
+        raise NotPlaced(f"job {job['metadata']['namespace']}/{job['metadata']['name']} is not placed on a worker yet")
+    return Where(worker, job["metadata"]["namespace"], ann.get(ANNOTATION_REMOTE_NAME) or job["metadata"]["name"])
+
+
+# -- pure -----------------------------------------------------------------------------------------
+
+
+def pick_pod(pods: list[Obj], index: int | None) -> Obj | None:
+    """The pod whose logs to show: of completion index ``index`` if given, else the newest."""
+    if index is not None:
+        pods = [p for p in pods if annotations_of(p).get(INDEX_ANNOTATION) == str(index)]
+    if not pods:
+        return None
+    return max(pods, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
+
+
+def pod_summary(pod: Obj) -> dict[str, Any]:
+    """Phase, node, restarts and the last termination (reason, exit code) of one pod."""
+    st = pod.get("status") or {}
+    restarts = 0
+    last: dict[str, Any] | None = None
+    for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+        restarts += int(cs.get("restartCount") or 0)
+        term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
+        waiting = (cs.get("state") or {}).get("waiting")
+        if term:
+            last = {"container": cs.get("name"), "reason": term.get("reason"), "exitCode": term.get("exitCode")}
+        elif waiting and last is None:
+            last = {"container": cs.get("name"), "reason": waiting.get("reason"), "exitCode": None}
+    return {
+        "name": pod["metadata"]["name"],
+        "phase": st.get("phase", "Unknown"),
+        "node": (pod.get("spec") or {}).get("nodeName") or "",
+        "restarts": restarts,
+        "index": annotations_of(pod).get(INDEX_ANNOTATION),
+        "last": last,
+    }
+
+
+def event_summary(ev: Obj) -> dict[str, Any]:
+    inv = ev.get("involvedObject") or {}
+    return {
+        "type": ev.get("type"),
+        "reason": ev.get("reason"),
+        "object": f"{inv.get('kind', '')}/{inv.get('name', '')}",
+        "count": ev.get("count") or (ev.get("series") or {}).get("count") or 1,
+        "last": ev.get("lastTimestamp") or ev.get("eventTime") or ev.get("firstTimestamp")
+        or (ev.get("metadata") or {}).get("creationTimestamp"),
+        "message": ev.get("message") or ev.get("note") or "",
+    }
+
+
+def last_events(events: list[Obj], n: int = MAX_EVENTS) -> list[dict[str, Any]]:
+    out = [event_summary(e) for e in events]
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    out.sort(key=lambda e: parse_time(e["last"]) or epoch)  # mixed precisions: compare times, not strings
+    return out[-n:]
+
+
+# -- worker reads ---------------------------------------------------------------------------------
+
+
+async def find_copy(worker: ClusterClient, job: Obj) -> Obj | None:
+    """The copy of ``job`` on ``worker``, None when there is none (or the object there is not ours)."""
+    w = where(job)
+    try:
+        copy = await worker.get(JOBS, w.namespace, w.remote_name)
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        raise
+    return copy if labels_of(copy).get(LABEL_ORIGIN_UID) == job["metadata"]["uid"] else None
+
+
+async def copy_pods(worker: ClusterClient, copy: Obj) -> list[Obj]:
+    uid = copy["metadata"]["uid"]
+    page = await worker.list(PODS, copy["metadata"]["namespace"], label_selector=f"{POD_JOB_UID_LABEL}={uid}")
+    return list(page.get("items") or [])
+
+
+async def worker_events(worker: ClusterClient, copy: Obj, pods: list[Obj]) -> list[Obj]:
+    """Events of the copy and of its pods (one list per object, by involvedObject uid)."""
+    ns = copy["metadata"]["namespace"]
+    out: list[Obj] = []
+    for obj in [copy, *pods[-10:]]:
+        page = await worker.list(EVENTS, ns, field_selector=f"involvedObject.uid={obj['metadata']['uid']}")
+        out.extend(page.get("items") or [])
+    return out
+
+
+async def worker_view(worker: ClusterClient, worker_name: str, job: Obj) -> dict[str, Any]:
+    """Everything ``describe`` shows from the worker, as JSON-able data."""
+    copy = await find_copy(worker, job)
+    if copy is None:
+        return {"worker": worker_name, "copy": None}
+    pods = await copy_pods(worker, copy)
+    events = await worker_events(worker, copy, pods)
+    return {
+        "worker": worker_name,
+        "copy": {"name": copy["metadata"]["name"], "namespace": copy["metadata"]["namespace"],
+                 "uid": copy["metadata"]["uid"], "status": copy.get("status") or {}},
+        "pods": [pod_summary(p) for p in sorted(pods, key=lambda p: p["metadata"]["name"])],
+        "events": last_events(events),
+    }
+
+
+@dataclass(frozen=True)
+class LogRequest:
+    container: str | None = None
+    index: int | None = None
+    follow: bool = False
+    previous: bool = False
+    tail_lines: int | None = None
+
+
+async def open_logs(worker: ClusterClient, job: Obj, req: LogRequest) -> tuple[Obj, aiohttp.ClientResponse]:
+    """Start the log stream of the chosen pod of ``job``'s copy; the caller reads and releases it.
+
+    Raises NotPlaced (nothing to show) or ApiError (the worker's answer, e.g. a pod
+    without logs: kwok's fake pods have none).
+    """
+    copy = await find_copy(worker, job)
+    if copy is None:
+        done = " (the Job is finished: its copy is deleted unless keepFinishedRemote is set)" if jc.is_finished(
+            job) else ""
+        raise NotPlaced(f"no copy of {job['metadata']['namespace']}/{job['metadata']['name']} on worker "
+                        f"{where(job).worker}{done}")
+    pod = pick_pod(await copy_pods(worker, copy), req.index)
+    if pod is None:
+        which = f" with completion index {req.index}" if req.index is not None else ""
+        raise NotPlaced(f"the copy {copy['metadata']['namespace']}/{copy['metadata']['name']} on worker "
+                        f"{where(job).worker} has no pod{which}")
+    query = {"container": req.container, "follow": req.follow or None, "previous": req.previous or None,
+             "tailLines": req.tail_lines}
+    timeout = aiohttp.ClientTimeout(total=None, connect=worker.timeout, sock_read=None if req.follow else 60)
+    resp = await worker._send("GET", PODS.path(pod["metadata"]["namespace"], pod["metadata"]["name"], "log"),
+                              query=query, timeout=timeout)
+    if not 200 <= resp.status < 300:  # 204: a pod not on a node yet has nothing to show
+        raw = await resp.read()
+        resp.release()
+        try:
+            message = str(json.loads(raw).get("message"))
+        except ValueError:
+            message = raw.decode(errors="replace")[:500]
+        raise ApiError(resp.status, str(resp.reason or ""), message, cluster=worker.name)
+    return pod, resp
+
+
+async def chunks(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in resp.content.iter_any():
+            yield chunk
+    finally:
+        resp.release()

@@ -1,0 +1,478 @@
+"""``kubectl jobmirror`` (also ``jobmirror``): status, describe and logs of mirrored Jobs.
+
+Speaks to the manager as the user, with kubectl's flags (``--kubeconfig``, ``--context``,
+``-n``, ``-A``, ``-o``). Worker-side details (the copy, its pods, their events and logs)
+come either straight from the workers, for an operator who passes the controller's config
+(``--config``: its worker kubeconfigs), or from the controller's inspect API through the
+manager API server's service proxy, for a user who has no worker credentials: the
+controller checks that the user may ``get`` the Job (mirror/inspect_api.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from jobapi import conditions as jc
+from jobapi.objects import annotations_of
+from jobapi.times import parse_time
+from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
+from kruntime.resources import EVENTS, JOBS, Obj
+from mirror import inspect
+from mirror.config import Config
+from mirror.inspect_api import TOKEN_HEADER
+from mirror.job_kind import JOB_KIND
+from mirror.naming import (
+    ANNOTATION_CLUSTER,
+    ANNOTATION_PIN,
+    ANNOTATION_PLACEMENT_REASON,
+    ANNOTATION_REMOTE_NAME,
+    DEFAULT_CONTROLLER_NAME,
+    FIELD_MANAGER,
+)
+
+#: where deploy/ puts the inspect API: namespace/service:port-name
+DEFAULT_INSPECT_SERVICE = "jobmirror-system/jobmirror-inspect:inspect"
+KWOK_NOTE = ("(if the pod runs on a kwok fake node, as in the local test bed, there are no logs to read: kwok "
+             "runs no containers)")
+EMPTY_NOTE = "no log output from pod {pod} ({why})"
+
+
+class UsageError(Exception):
+    """Bad flags or an impossible request; exit 2 with the message."""
+
+
+@dataclass
+class Target:
+    """The manager as the user sees it, and where worker-side details come from."""
+
+    manager: ClusterClient
+    namespace: str | None  # None = all namespaces
+    controller_name: str
+    config: Config | None = None
+    inspect_service: str = DEFAULT_INSPECT_SERVICE
+    inspect_url: str | None = None
+    token: str | None = None
+
+
+# -- pure: formatting -------------------------------------------------------------------------------
+
+
+def state_of(job: Obj) -> str:
+    held = JOB_KIND.state(job)
+    if held is not None:
+        return held
+    return "Running" if ANNOTATION_CLUSTER in annotations_of(job) else "Pending"
+
+
+def last_sync(job: Obj, now: datetime) -> str:
+    """Age of our last status write, from managedFields (no extra bookkeeping writes)."""
+    times = [m.get("time") for m in job["metadata"].get("managedFields") or []
+             if m.get("manager") == FIELD_MANAGER and m.get("subresource") == "status" and m.get("time")]
+    t = parse_time(max(times)) if times else None
+    return "-" if t is None else f"{(now - t).total_seconds():.0f}s"
+
+
+def status_row(job: Obj, now: datetime) -> dict[str, Any]:
+    st = job.get("status") or {}
+    ann = annotations_of(job)
+    return {
+        "job": f"{job['metadata']['namespace']}/{job['metadata']['name']}",
+        "worker": ann.get(ANNOTATION_CLUSTER, "-"),
+        "state": state_of(job),
+        "succeeded": st.get("succeeded", 0),
+        "failed": st.get("failed", 0),
+        "active": st.get("active", 0),
+        "lastSync": last_sync(job, now),
+        "remoteName": ann.get(ANNOTATION_REMOTE_NAME, "-"),
+        "placement": ann.get(ANNOTATION_PLACEMENT_REASON, "-"),
+    }
+
+
+def select_rows(rows: list[dict[str, Any]], worker: str | None, state: str | None) -> list[dict[str, Any]]:
+    return [r for r in rows if (worker is None or r["worker"] == worker)
+            and (state is None or r["state"].lower() == state.lower())]
+
+
+def format_status(rows: list[dict[str, Any]], wide: bool = False) -> str:
+    head = f"{'JOB':40s} {'WORKER':12s} {'STATE':10s} {'SUCCEEDED':>9s} {'FAILED':>6s} {'ACTIVE':>6s} LAST SYNC"
+    lines = [head + ("  REMOTE NAME  PLACEMENT" if wide else "")]
+    for r in rows:
+        line = (f"{r['job']:40s} {r['worker']:12s} {r['state']:10s} {r['succeeded']:>9} {r['failed']:>6} "
+                f"{r['active']:>6} {r['lastSync']}")
+        if wide:
+            line += f"  {r['remoteName']}  {r['placement']}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+_STATUS_FIELDS = ("active", "ready", "terminating", "succeeded", "failed", "completedIndexes", "failedIndexes",
+                  "startTime", "completionTime")
+
+
+def side_by_side(manager: Obj, copy: Obj | None) -> list[str]:
+    """Status fields and conditions of the manager Job next to the copy's."""
+    ms, cs = manager.get("status") or {}, (copy or {}).get("status") or {}
+    lines = [f"  {'FIELD':22s} {'MANAGER':32s} COPY"]
+    for f in _STATUS_FIELDS:
+        mv, cv = ms.get(f), cs.get(f)
+        if mv is None and cv is None:
+            continue
+        lines.append(f"  {f:22s} {_s(mv):32s} {_s(cv) if copy is not None else '(no copy)'}")
+    mc = {c["type"]: c for c in ms.get("conditions") or []}
+    cc = {c["type"]: c for c in cs.get("conditions") or []}
+    for t in sorted(set(mc) | set(cc)):
+        lines.append(f"  {'condition ' + t:22s} {_cond(mc.get(t)):32s} {_cond(cc.get(t))}")
+    return lines
+
+
+def _s(v: object) -> str:
+    return "-" if v is None else str(v)
+
+
+def _cond(c: Obj | None) -> str:
+    return "-" if c is None else f"{c.get('status')} {c.get('reason') or ''}".strip()
+
+
+def format_events(events: list[dict[str, Any]], now: datetime) -> list[str]:
+    if not events:
+        return ["  <none>"]
+    out = [f"  {'LAST':6s} {'TYPE':8s} {'REASON':22s} {'OBJECT':30s} MESSAGE"]
+    for e in events:
+        t = parse_time(e.get("last"))
+        age = f"{(now - t).total_seconds():.0f}s" if t else "?"
+        count = f" (x{e['count']})" if int(e.get("count") or 1) > 1 else ""
+        out.append(f"  {age:6s} {e.get('type') or '':8s} {e.get('reason') or '':22s} {e.get('object') or '':30s} "
+                   f"{e.get('message', '')}{count}")
+    return out
+
+
+def format_describe(job: Obj, worker_view: dict[str, Any] | None, worker_problem: str | None,
+                    manager_events: list[dict[str, Any]], now: datetime) -> str:
+    md, ann = job["metadata"], annotations_of(job)
+    state = state_of(job)
+    pods_seen = (worker_view or {}).get("pods") or []
+    if state == "Running" and pods_seen and not any(p.get("node") for p in pods_seen):
+        state += " (placed; no pod of the copy is scheduled yet)"
+    lines = [f"Name:        {md['namespace']}/{md['name']}",
+             f"State:       {state}",
+             f"Worker:      {ann.get(ANNOTATION_CLUSTER, '<not placed>')}",
+             f"Placement:   {ann.get(ANNOTATION_PLACEMENT_REASON) or '-'}"]
+    if ann.get(ANNOTATION_PIN):
+        lines.append(f"Pinned to:   {ann[ANNOTATION_PIN]}")
+    copy = (worker_view or {}).get("copy")
+    if worker_view is None:
+        lines.append(f"Copy:        ? ({worker_problem})")
+    elif copy is None:
+        lines.append(f"Copy:        none on worker {worker_view['worker']}")
+    else:
+        lines.append(f"Copy:        {copy['namespace']}/{copy['name']} on {worker_view['worker']} (uid {copy['uid']})")
+    lines.append("Status:")
+    lines += side_by_side(job, {"status": copy["status"]} if copy else None)
+    if copy:
+        lines.append(f"Pods of the copy (worker {worker_view['worker']}):")  # type: ignore[index]
+        pods = worker_view.get("pods") or []  # type: ignore[union-attr]
+        if not pods:
+            lines.append("  <none>")
+        else:
+            lines.append(f"  {'NAME':40s} {'PHASE':10s} {'NODE':20s} {'RESTARTS':>8s}  LAST TERMINATION")
+            for p in pods:
+                last = p.get("last")
+                term = "-" if not last else (f"{last['container']}: {last.get('reason') or '?'}"
+                                             + (f" (exit {last['exitCode']})" if last.get("exitCode") is not None
+                                                else ""))
+                lines.append(f"  {p['name']:40s} {p['phase']:10s} {p['node'] or '<none>':20s} {p['restarts']:>8}  "
+                             f"{term}")
+        lines.append(f"Events of the copy and its pods (worker {worker_view['worker']}):")  # type: ignore[index]
+        lines += format_events(worker_view.get("events") or [], now)  # type: ignore[union-attr]
+    lines.append("Events on the manager Job:")
+    lines += format_events(manager_events, now)
+    return "\n".join(lines)
+
+
+def render(data: Any, output: str) -> str:
+    return json.dumps(data, indent=2, default=str) if output == "json" else yaml.safe_dump(data, sort_keys=False)
+
+
+# -- kubeconfig -----------------------------------------------------------------------------------
+
+
+def default_kubeconfig() -> Path:
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return Path(env.split(os.pathsep)[0])
+    return Path.home() / ".kube" / "config"
+
+
+def context_namespace(path: Path, context: str | None) -> str:
+    """The namespace the kubeconfig's (current) context names, as kubectl defaults to it."""
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return "default"
+    name = context or doc.get("current-context")
+    ctx = next((c.get("context") or {} for c in doc.get("contexts") or [] if c.get("name") == name), {})
+    return str(ctx.get("namespace") or "default")
+
+
+async def connect(args: Any) -> Target:
+    """The manager as the user (kubeconfig flags), or as the controller's config says (``--config``)."""
+    config = None
+    if args.config is not None:
+        from mirror.config import load_config
+        config = load_config(args.config)
+    path = Path(args.kubeconfig) if args.kubeconfig else None
+    context = args.context
+    if path is None and config is not None:
+        # As the controller reaches the manager: its kubeconfig, or in its Pod, the ServiceAccount.
+        path, context = config.manager_kubeconfig, args.context or config.manager_context
+    elif path is None:
+        path = default_kubeconfig()
+    kc = await load_kubeconfig(path, context) if path is not None else await load_incluster()
+    token = kc.api_key.get("BearerToken")
+    if token and token.lower().startswith("bearer "):
+        token = token[7:]
+    if getattr(args, "token", None):
+        token = args.token
+    if args.all_namespaces:
+        ns: str | None = None
+    elif args.namespace:
+        ns = args.namespace
+    elif config is not None and args.kubeconfig is None and getattr(args, "verb", "") == "status":
+        ns = None  # the operator's status: everything the controller claims
+    else:
+        ns = context_namespace(path, context) if path is not None else "default"
+    return Target(ClusterClient.from_configuration("manager", kc, timeout=args.request_timeout), ns,
+                  config.controller_name if config else args.controller_name, config,
+                  args.inspect_service, args.inspect_url, token)
+
+
+# -- verbs ----------------------------------------------------------------------------------------
+
+
+async def status(t: Target, args: Any, out: Callable[[str], None]) -> int:
+    now = datetime.now(UTC)
+    items, _ = await t.manager.list_all(JOBS, t.namespace)
+    claimed = [j for j in items if (j.get("spec") or {}).get("managedBy") == t.controller_name
+               and (t.config is None or not t.config.namespaces or j["metadata"]["namespace"] in t.config.namespaces)]
+    claimed.sort(key=lambda j: (j["metadata"]["namespace"], j["metadata"]["name"]))
+    rows = select_rows([status_row(j, now) for j in claimed], args.worker, args.state)
+    if args.output in ("json", "yaml"):
+        out(render({"jobs": rows, "workers": await worker_health(t.config) if t.config else None}, args.output))
+        return 0
+    out(format_status(rows, wide=args.output == "wide"))
+    unfinished = sum(1 for j in claimed if not jc.is_finished(j))
+    out(f"\n{len(claimed)} claimed Jobs, {unfinished} unfinished" +
+        (f" ({len(rows)} shown)" if len(rows) != len(claimed) else "") + "\n")
+    if t.config is not None:
+        out(f"{'WORKER':12s} {'HEALTH':10s} {'VERSION':10s} DETAIL")
+        for w in await worker_health(t.config):
+            out(f"{w['name']:12s} {w['health']:10s} {w['version']:10s} {w['detail']}")
+    return 0
+
+
+async def worker_health(cfg: Config) -> list[dict[str, str]]:
+    out = []
+    for w in cfg.workers:
+        row = {"name": w.name, "health": "BROKEN", "version": "-", "detail": ""}
+        try:
+            client = await ClusterClient.from_kubeconfig(w.name, w.kubeconfig, context=w.context,
+                                                         timeout=min(cfg.request_timeout, 5))
+        except KubeconfigError as exc:
+            row["detail"] = str(exc)
+            out.append(row)
+            continue
+        try:
+            await client.request("GET", "/readyz")
+            v = await client.request("GET", "/version")
+            row.update(health="healthy", version=str(v.get("gitVersion", "?")), detail=client.host)
+        except ApiError as exc:
+            row.update(health="UNHEALTHY", detail=str(exc))
+        finally:
+            await client.close()
+        out.append(row)
+    return out
+
+
+async def _worker_client(t: Target, worker: str) -> ClusterClient:
+    assert t.config is not None
+    w = t.config.worker(worker)
+    if w is None:
+        raise inspect.NotPlaced(f"worker {worker} is not in {t.config and 'the given config'}")
+    return await ClusterClient.from_kubeconfig(worker, w.kubeconfig, context=w.context,
+                                               timeout=t.config.request_timeout)
+
+
+def _inspect_path(t: Target, ns: str, name: str, verb: str) -> str:
+    svc_ns, _, svc = t.inspect_service.partition("/")
+    if not svc:
+        raise UsageError(f"--inspect-service {t.inspect_service!r}: expected namespace/service:port")
+    return f"/api/v1/namespaces/{svc_ns}/services/{svc}/proxy/v1/namespaces/{ns}/jobs/{name}/{verb}"
+
+
+async def _inspect_call(t: Target, ns: str, name: str, verb: str, query: dict[str, Any],
+                        *, stream: bool = False) -> aiohttp.ClientResponse:
+    """A call to the controller's inspect API, through the service proxy or a direct URL."""
+    if not t.token:
+        raise UsageError("the controller's inspect API needs a bearer token and this kubeconfig's user has none "
+                         "(client certificates cannot be passed on): use --token, or --config with the "
+                         "controller's config (operator, reads the workers directly)")
+    q = {k: v for k, v in query.items() if v not in (None, False)}
+    timeout = aiohttp.ClientTimeout(total=None, connect=t.manager.timeout,
+                                    sock_read=None if stream else t.manager.timeout * 3)
+    if t.inspect_url:
+        session = aiohttp.ClientSession(timeout=timeout)
+        resp = await session.get(f"{t.inspect_url.rstrip('/')}/v1/namespaces/{ns}/jobs/{name}/{verb}",
+                                 params={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in q.items()},
+                                 headers={"Authorization": f"Bearer {t.token}"})
+        resp._jobmirror_session = session  # type: ignore[attr-defined]  # closed with the response
+        return resp
+    return await t.manager._send("GET", _inspect_path(t, ns, name, verb), query=q, timeout=timeout,
+                                 headers={TOKEN_HEADER: t.token, "Accept": "*/*"})
+
+
+async def _close(resp: aiohttp.ClientResponse) -> None:
+    resp.release()
+    session = getattr(resp, "_jobmirror_session", None)
+    if session is not None:
+        await session.close()
+
+
+async def _inspect_error(resp: aiohttp.ClientResponse) -> str:
+    raw = await resp.read()
+    try:
+        data = json.loads(raw)
+        msg = data.get("error") or data.get("message") or raw.decode(errors="replace")
+    except ValueError:
+        msg = raw.decode(errors="replace")
+    return f"inspect API answered {resp.status}: {str(msg).strip()[:800]}"
+
+
+async def get_job(t: Target, name: str) -> Obj:
+    ns = t.namespace or "default"
+    try:
+        job = await t.manager.get(JOBS, ns, name)
+    except ApiError as exc:
+        if exc.not_found:
+            raise UsageError(f"job {ns}/{name} not found on the manager") from None
+        raise
+    if (job.get("spec") or {}).get("managedBy") != t.controller_name:
+        raise UsageError(f"job {ns}/{name} is not mirrored (spec.managedBy is not {t.controller_name})")
+    return job
+
+
+async def describe(t: Target, args: Any, out: Callable[[str], None]) -> int:
+    job = await get_job(t, args.job)
+    ns = job["metadata"]["namespace"]
+    view: dict[str, Any] | None = None
+    problem: str | None = None
+    if ANNOTATION_CLUSTER not in annotations_of(job):
+        problem = "not placed on a worker yet"
+    elif t.config is not None:
+        worker = annotations_of(job)[ANNOTATION_CLUSTER]
+        try:
+            client = await _worker_client(t, worker)
+        except (inspect.NotPlaced, KubeconfigError) as exc:
+            problem = str(exc)
+        else:
+            try:
+                view = await inspect.worker_view(client, worker, job)
+            except ApiError as exc:
+                problem = f"worker {worker}: {exc}"
+            finally:
+                await client.close()
+    else:
+        try:
+            resp = await _inspect_call(t, ns, args.job, "describe", {})
+            try:
+                if resp.status == 200:
+                    view = json.loads(await resp.read())
+                else:
+                    problem = await _inspect_error(resp)
+            finally:
+                await _close(resp)
+        except UsageError as exc:
+            problem = str(exc)
+        except (ApiError, aiohttp.ClientError) as exc:
+            problem = f"inspect API unreachable: {exc}"
+    evs, _ = await t.manager.list_all(EVENTS, ns, field_selector=f"involvedObject.uid={job['metadata']['uid']}")
+    manager_events = inspect.last_events(evs)
+    if args.output in ("json", "yaml"):
+        out(render({"job": f"{ns}/{args.job}", "state": state_of(job), "annotations": annotations_of(job),
+                    "status": job.get("status") or {}, "worker": view, "workerProblem": problem,
+                    "events": manager_events}, args.output))
+    else:
+        out(format_describe(job, view, problem, manager_events, datetime.now(UTC)))
+    return 0
+
+
+async def logs(t: Target, args: Any, write: Callable[[bytes], None]) -> int:
+    job = await get_job(t, args.job)
+    ns = job["metadata"]["namespace"]
+    req = inspect.LogRequest(container=args.container, index=args.index, follow=args.follow,
+                             previous=args.previous, tail_lines=args.tail)
+    if t.config is not None:
+        worker = inspect.where(job).worker
+        client = await _worker_client(t, worker)
+        try:
+            try:
+                pod, resp = await inspect.open_logs(client, job, req)
+            except ApiError as exc:
+                print(f"error: worker {worker}: {exc.message} {KWOK_NOTE}", file=sys.stderr)
+                return 1
+            wrote = 0
+            async for chunk in inspect.chunks(resp):
+                wrote += len(chunk)
+                write(chunk)
+            if not wrote:
+                summary = inspect.pod_summary(pod)
+                why = (f"{summary['phase']} on node {summary['node']}" if summary["node"]
+                       else f"{summary['phase']}, not on a node yet")
+                print(EMPTY_NOTE.format(pod=f"{worker}/{summary['name']}", why=why), file=sys.stderr)
+        finally:
+            await client.close()
+        return 0
+    resp = await _inspect_call(t, ns, args.job, "logs",
+                               {"container": req.container, "index": req.index, "follow": req.follow,
+                                "previous": req.previous, "tailLines": req.tail_lines}, stream=True)
+    try:
+        if resp.status != 200:
+            msg = await _inspect_error(resp)
+            note = f" {KWOK_NOTE}" if resp.status == 502 else ""
+            print(f"error: {msg}{note}", file=sys.stderr)
+            return 1
+        wrote = 0
+        async for chunk in resp.content.iter_any():
+            wrote += len(chunk)
+            write(chunk)
+        if not wrote:
+            print(EMPTY_NOTE.format(pod=resp.headers.get("X-Jobmirror-Pod", "?"), why="not started yet, or silent"),
+                  file=sys.stderr)
+    finally:
+        await _close(resp)
+    return 0
+
+
+def add_kube_flags(p: Any) -> None:
+    p.add_argument("--kubeconfig", help="the manager's kubeconfig (default $KUBECONFIG or ~/.kube/config)")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+    p.add_argument("--config", type=Path, default=None,
+                   help="the controller's config file: operator mode, worker details read with its worker "
+                        "kubeconfigs")
+    p.add_argument("--controller-name", default=DEFAULT_CONTROLLER_NAME, help="the spec.managedBy value mirrored")
+    p.add_argument("--token", help="bearer token for the inspect API (default: the kubeconfig user's)")
+    p.add_argument("--inspect-service", default=DEFAULT_INSPECT_SERVICE,
+                   help="namespace/service:port of the controller's inspect API, reached through the manager "
+                        "API server's service proxy")
+    p.add_argument("--inspect-url", help="reach the inspect API directly instead (e.g. after kubectl port-forward)")
+    p.add_argument("--request-timeout", type=float, default=10.0)

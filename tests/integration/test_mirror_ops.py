@@ -1,0 +1,294 @@
+"""Operating a mirrored Job from the manager (issue 15): worker-side problems told on the manager
+Job, ``kubectl jobmirror describe``/``logs``, and the inspect API's access check.
+
+Real API servers throughout: the worker's own Job controller refusing pods under a
+ResourceQuota (FailedCreate), its scheduler finding no room (FailedScheduling), real
+ServiceAccount tokens reviewed by the manager's API server, and the manager's real service
+proxy in front of the in-process controller's inspect API. The plugin runs as a subprocess,
+as a user runs it. The local bed's pods run on kwok fake nodes: they have no logs, and the
+``logs`` test says so instead of faking output (kind e2e reads real container logs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from clusterbed.cluster import ClusterSpec, LocalCluster
+from kruntime.client import ClusterClient
+from kruntime.resources import EVENTS, PODS, Obj, Resource
+from mirror import metrics
+from mirror.naming import ANNOTATION_PIN, ANNOTATION_PLACEMENT_REASON
+from tests.conftest import ensure_namespace, wait_for
+from tests.integration.mirror_env import MirrorEnv, make_job, mirror_env
+
+pytestmark = pytest.mark.integration
+
+ClientFor = Callable[[ClusterSpec], Awaitable[ClusterClient]]
+ClusterFn = Callable[[ClusterSpec], LocalCluster]
+REPO = Path(__file__).resolve().parents[2]
+QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
+SERVICES = Resource("", "v1", "services", "Service")
+ENDPOINTS = Resource("", "v1", "endpoints", "Endpoints")
+SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+
+
+async def manager_event(env: MirrorEnv, name: str, reason: str, *, contains: str = "", timeout: float = 60) -> Obj:
+    async def probe() -> Obj | None:
+        return next((e for e in await env.events(name) if e["reason"] == reason and contains in e["message"]), None)
+
+    return await wait_for(probe, timeout=timeout, what=f"event {reason} on {name}")  # type: ignore[no-any-return]
+
+
+async def plugin(*args: str, timeout: float = 60) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBMIRROR_", "KUBECONFIG"))}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import sys; from mirror.cli import plugin_main; sys.exit(plugin_main())", *args,
+        cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def write_config(env: MirrorEnv, path: Path) -> Path:
+    data = {"managerKubeconfig": str(env.clusters["manager"].kubeconfig), "origin": env.origin,
+            "namespaces": [env.ns],
+            "workers": [{"name": n, "kubeconfig": str(env.clusters[n].kubeconfig)} for n in env.workers]}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+# -- worker-side problems on the manager Job ------------------------------------------------------
+
+
+async def test_quota_refusing_the_copys_pods_is_told_on_the_manager_job(client_for: ClientFor, cluster: ClusterFn,
+                                                                      ns: str) -> None:
+    """worker-1's Job controller cannot create pods (ResourceQuota pods: 0): FailedCreate, naming the worker"""
+    async with mirror_env(client_for, cluster, ns) as env:
+        w1 = env.workers["worker-1"]
+        await w1.create(QUOTAS, ns, {"metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}})
+
+        async def computed() -> bool:
+            return bool(((await w1.get(QUOTAS, ns, "no-pods")).get("status") or {}).get("hard"))
+
+        await wait_for(computed, timeout=30, what="quota status computed")
+        await env.start()
+        await env.create(make_job("quota", annotations={ANNOTATION_PIN: "worker-1"}))
+        before = metrics.WORKER_WARNINGS.labels("worker-1")._value.get()
+        ev = await manager_event(env, "quota", "FailedCreate", contains="on worker worker-1")
+        assert metrics.WORKER_WARNINGS.labels("worker-1")._value.get() > before
+        assert ev["type"] == "Warning"
+        assert "Job " + ns + "/quota" in ev["message"] and "exceeded quota" in ev["message"], ev["message"]
+        assert ev["source"]["component"] == "jobmirror"
+        # The worker's Job controller retries with backoff: repeats fold into the one event's count,
+        # never a new event each time (the recorder's dedupe), and the spam filter caps the rest.
+        await asyncio.sleep(3)
+        same = [e for e in await env.events("quota") if e["reason"] == "FailedCreate"]
+        assert len({e["message"] for e in same}) == len(same), [e["message"] for e in same]
+
+
+async def test_unschedulable_copy_is_told_then_flagged_after_the_timeout(client_for: ClientFor, cluster: ClusterFn,
+                                                                       ns: str, tmp_path: Path) -> None:
+    """FailedScheduling mirrored; CopyUnschedulable after unschedulableTimeout; describe shows it all"""
+    async with mirror_env(client_for, cluster, ns, unschedulable_timeout=3.0) as env:
+        await env.start()
+        job = make_job("too-big", outcome="hang")
+        job["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1000"}}
+        await env.create(job)
+        sched = await manager_event(env, "too-big", "FailedScheduling", contains="Insufficient cpu")
+        placed = await env.get("too-big")
+        assert placed is not None
+        worker = placed["metadata"]["annotations"]["jobmirror.dev/cluster"]
+        assert f"on worker {worker}, Pod {ns}/too-big-" in sched["message"]
+        assert placed["metadata"]["annotations"][ANNOTATION_PLACEMENT_REASON].startswith(
+            f"LeastLoaded: chose {worker}; unfinished copies per worker then: worker-1=")
+        stuck = await manager_event(env, "too-big", "CopyUnschedulable", timeout=60)
+        assert f"on worker {worker} has been unschedulable since " in stuck["message"]
+        assert "longer than unschedulableTimeout (3s): 0/2 nodes are available" in stuck["message"]
+
+        rc, out, err = await plugin("describe", "too-big", "-n", ns, "--config", str(write_config(env, tmp_path /
+                                                                                                   "c.yaml")))
+        assert rc == 0, err
+        print(out)  # the report quotes a real one
+        lines = out.splitlines()
+        assert f"Worker:      {worker}" in lines
+        assert any(ln.startswith("Placement:   LeastLoaded: chose") for ln in lines)
+        assert any(ln.startswith(f"Copy:        {ns}/too-big on {worker} (uid ") for ln in lines)
+        pod_line = next(ln for ln in lines if ln.strip().startswith("too-big-"))
+        assert pod_line.split()[1:4] == ["Pending", "<none>", "0"], pod_line
+        assert any("FailedScheduling" in ln and "Pod/too-big-" in ln for ln in lines)  # the worker's own event
+        assert any("CopyUnschedulable" in ln for ln in lines)  # ours, on the manager Job
+        assert any(ln.split()[:3] == ["active", "1", "1"] for ln in lines), out
+
+        rc, out, err = await plugin("describe", "too-big", "-n", ns, "-o", "json", "--config",
+                                    str(tmp_path / "c.yaml"))
+        assert rc == 0, err
+        data = json.loads(out)
+        assert data["worker"]["pods"][0]["phase"] == "Pending" and data["worker"]["copy"]["name"] == "too-big"
+
+        rc, out, err = await plugin("status", "-n", ns, "--kubeconfig", str(env.clusters["manager"].kubeconfig),
+                                    "--worker", worker, "-o", "json")
+        assert rc == 0, err
+        assert [r["job"] for r in json.loads(out)["jobs"]] == [f"{ns}/too-big"]
+        rc, out, err = await plugin("status", "-n", ns, "--kubeconfig", str(env.clusters["manager"].kubeconfig),
+                                    "--state", "Complete")
+        assert rc == 0 and "(0 shown)" in out, out
+
+
+# -- the inspect API: who may read what -----------------------------------------------------------
+
+
+def host_address() -> str:
+    """A non-loopback address of this machine: the API server refuses to proxy to loopback."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.1", 9))  # no packet is sent; this picks the outgoing interface
+        addr = str(s.getsockname()[0])
+    assert not addr.startswith("127."), f"no non-loopback IPv4 address on this machine ({addr})"
+    return addr
+
+
+async def expose_through_service_proxy(admin: ClusterClient, ns: str, ip: str, port: int) -> None:
+    """A Service whose endpoint is the in-process controller, as deploy/ makes one for the Pods.
+
+    The API server only proxies to an endpoint backed by a Pod with that IP, so a Pod object
+    carries it (its status written as a kubelet would).
+    """
+    await admin.create(PODS, ns, {"metadata": {"name": "inspect-backend"},
+                                  "spec": {"containers": [{"name": "c", "image": "none"}]}})
+    pod = await admin.get(PODS, ns, "inspect-backend")
+    pod["status"] = {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}
+    await admin.replace(PODS, ns, "inspect-backend", pod, subresource="status")
+    await admin.create(SERVICES, ns, {"metadata": {"name": "jobmirror-inspect"},
+                                      "spec": {"ports": [{"name": "inspect", "port": 8081, "targetPort": port}]}})
+    await admin.create(ENDPOINTS, ns, {"metadata": {"name": "jobmirror-inspect"}, "subsets": [{
+        "addresses": [{"ip": ip, "targetRef": {"kind": "Pod", "name": "inspect-backend", "namespace": ns}}],
+        "ports": [{"name": "inspect", "port": port}]}]})
+    # The shipped proxy grant, in this namespace.
+    for doc in yaml.safe_load_all((REPO / "deploy/manager/inspect-proxy-rbac.yaml").read_text()):
+        doc["metadata"]["namespace"] = ns
+        await admin.create(ROLES if doc["kind"] == "Role" else ROLEBINDINGS, ns, doc)
+
+
+async def user(admin: ClusterClient, ns: str, name: str, kubeconfig_of: Path, dest: Path,
+               *, may_get_jobs_in: str | None) -> tuple[str, Path]:
+    """A ServiceAccount user with a real token, optionally allowed to get/list Jobs in one namespace."""
+    await admin.create(SERVICEACCOUNTS, ns, {"metadata": {"name": name}})
+    if may_get_jobs_in:
+        await admin.create(ROLES, may_get_jobs_in, {"metadata": {"name": f"{name}-jobs"}, "rules": [
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list"]},
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]})
+        await admin.create(ROLEBINDINGS, may_get_jobs_in, {
+            "metadata": {"name": f"{name}-jobs"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{name}-jobs"},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]})
+    tr = await admin.request(
+        "POST", f"/api/v1/namespaces/{ns}/serviceaccounts/{name}/token",
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}})
+    token = str(tr["status"]["token"])
+    base = yaml.safe_load(kubeconfig_of.read_text())
+    cl = base["clusters"][0]
+    kc = {"apiVersion": "v1", "kind": "Config", "clusters": [cl], "users": [{"name": name, "user": {"token": token}}],
+          "contexts": [{"name": name, "context": {"cluster": cl["name"], "user": name, "namespace": ns}}],
+          "current-context": name}
+    dest.write_text(yaml.safe_dump(kc))
+    return token, dest
+
+
+async def proxied(admin: ClusterClient, ns: str, path: str, headers: dict[str, str]) -> tuple[int, Any]:
+    """A raw GET through the manager's service proxy, with only the given credentials."""
+    server = admin.host
+    ssl_ctx = False  # the bed's self-signed serving cert; the caller's identity is what is under test
+    async with aiohttp.ClientSession() as s, s.get(
+            f"{server}/api/v1/namespaces/{ns}/services/jobmirror-inspect:inspect/proxy{path}", headers=headers,
+            ssl=ssl_ctx) as r:
+        raw = await r.read()
+        try:
+            return r.status, json.loads(raw)
+        except ValueError:
+            return r.status, raw.decode(errors="replace")
+
+
+async def test_inspect_api_serves_only_users_who_may_get_the_job(client_for: ClientFor, cluster: ClusterFn, ns: str,
+                                                                tmp_path: Path) -> None:
+    """through the real service proxy: alice (get jobs here) is served; bob (none) and carol (elsewhere) refused"""
+    ip = host_address()
+    async with mirror_env(client_for, cluster, ns, inspect_address=f"{ip}:0") as env:
+        ctrl = await env.start()
+        admin = env.manager
+        other = f"{ns}-other"
+        await ensure_namespace(admin, other)
+
+        async def api_up() -> bool:
+            return ctrl.inspect_api is not None and ctrl.inspect_api.port != 0
+
+        await wait_for(api_up, timeout=30, what="inspect API listening")
+        assert ctrl.inspect_api is not None
+        await expose_through_service_proxy(admin, ns, ip, ctrl.inspect_api.port)
+        mkc = env.clusters["manager"].kubeconfig
+        alice_token, alice = await user(admin, ns, "alice", mkc, tmp_path / "alice", may_get_jobs_in=ns)
+        bob_token, bob = await user(admin, ns, "bob", mkc, tmp_path / "bob", may_get_jobs_in=None)
+        carol_token, _ = await user(admin, ns, "carol", mkc, tmp_path / "carol", may_get_jobs_in=other)
+
+        await env.create(make_job("work", outcome="hang", annotations={ANNOTATION_PIN: "worker-2"}))
+
+        async def running() -> bool:
+            copies = await env.copies((await env.get("work") or {})["metadata"]["uid"])
+            if "worker-2" not in copies:
+                return False
+            pods = await env.workers["worker-2"].list(PODS, ns, label_selector="job-name=work")
+            return any((p.get("status") or {}).get("phase") == "Running" for p in pods.get("items") or [])
+
+        await wait_for(running, timeout=60, what="the copy's pod running on worker-2")
+        path = f"/v1/namespaces/{ns}/jobs/work/describe"
+
+        # The API server authenticates the caller for the proxy, then strips Authorization: the
+        # controller never sees it (this is why the plugin repeats the token in X-Jobmirror-Token).
+        status, body = await proxied(admin, ns, path, {"Authorization": f"Bearer {alice_token}"})
+        assert status == 401 and "no bearer token" in body["error"], (status, body)
+
+        refused = metrics.INSPECT_REQUESTS.labels("describe", "403")._value.get()
+        status, body = await proxied(admin, ns, path, {"Authorization": f"Bearer {bob_token}",
+                                                       "X-Jobmirror-Token": bob_token})
+        assert status == 403, (status, body)
+        assert metrics.INSPECT_REQUESTS.labels("describe", "403")._value.get() == refused + 1
+        assert body["error"] == f"user 'system:serviceaccount:{ns}:bob' may not get jobs.batch {ns}/work on the manager"
+        status, body = await proxied(admin, ns, path.replace("describe", "logs"),
+                                     {"Authorization": f"Bearer {carol_token}", "X-Jobmirror-Token": carol_token})
+        assert status == 403 and f"{ns}:carol' may not get" in body["error"], (status, body)
+        status, body = await proxied(admin, ns, path, {"Authorization": f"Bearer {alice_token}",
+                                                       "X-Jobmirror-Token": "not-a-token"})
+        assert status == 401 and "token not accepted" in body["error"], (status, body)
+
+        status, body = await proxied(admin, ns, path, {"Authorization": f"Bearer {alice_token}",
+                                                       "X-Jobmirror-Token": alice_token})
+        assert status == 200, (status, body)
+        assert body["worker"] == "worker-2" and body["copy"]["name"] == "work"
+        assert body["pods"][0]["phase"] == "Running" and body["pods"][0]["node"], body
+
+        svc = f"--inspect-service={ns}/jobmirror-inspect:inspect"
+        rc, out, err = await plugin("describe", "work", "--kubeconfig", str(alice), svc)
+        assert rc == 0, err
+        assert "Copy:        " + f"{ns}/work on worker-2" in out and "Running" in out, out
+        # kwok runs no containers: the worker's kubelet API (kwok's) has no logs to give. The
+        # request still went all the way: authorized, then read from the worker on alice's behalf.
+        rc, out, err = await plugin("logs", "work", "--kubeconfig", str(alice), svc)
+        assert rc == 1, (out, err)
+        assert "inspect API answered 502: worker worker-2:" in err and 'no logs found for container "main"' in err
+        assert "kwok" in err
+        rc, out, err = await plugin("logs", "work", "--kubeconfig", str(bob), svc)
+        assert rc == 1 and "cannot get resource \"jobs\"" in err, err  # bob cannot even read the Job itself
+        got = await admin.list(EVENTS, ns, field_selector="involvedObject.name=work")
+        assert got["items"], "the manager Job has its events"
+        await admin.request("DELETE", f"/api/v1/namespaces/{other}")
