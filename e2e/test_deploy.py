@@ -51,7 +51,7 @@ CONTROLLER_RULES: set[Rule] = {
     ("authorization.k8s.io", "subjectaccessreviews", "create", ""),  # inspect API: may they get the Job
 }
 #: every authenticated user, the controller too, may reach the inspect API through the service proxy
-INSPECT_PROXY_RULES: set[Rule] = {("", "services/proxy", "get", "jobmirror-inspect:inspect")}
+INSPECT_PROXY_RULES: set[Rule] = {("", "services/proxy", "get", "https:jobmirror-inspect:inspect")}
 LEADER_ELECTION_RULES: set[Rule] = {
     ("coordination.k8s.io", "leases", "create", ""),
     ("coordination.k8s.io", "leases", "get", LEASE_NAME),

@@ -217,7 +217,7 @@ async def test_kind_logs_of_a_copy_through_the_inspect_api(controller: E2EEnv, t
     # Refused: the stranger cannot read the Job, so neither can it read the logs through the controller.
     rc, _, err = await _plugin("logs", "talk", "-n", ns, "--kubeconfig", str(stranger))
     assert rc == 1 and 'cannot get resource "jobs"' in err, err
-    proxy = (f"/api/v1/namespaces/{SYSTEM_NS}/services/jobmirror-inspect:inspect/proxy/v1/namespaces/{ns}/jobs/"
+    proxy = (f"/api/v1/namespaces/{SYSTEM_NS}/services/https:jobmirror-inspect:inspect/proxy/v1/namespaces/{ns}/jobs/"
              "talk/logs")
     resp = await env.manager._send("GET", proxy, headers={"X-Jobmirror-Token": stranger_token})
     body = await resp.read()

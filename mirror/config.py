@@ -61,6 +61,13 @@ class MissingNamespace(StrEnum):
     REPORT = "Report"
 
 
+class InspectTLS(_Model):
+    """A mounted serving certificate for the inspect API (unset: one is generated at start)."""
+
+    cert_file: Path
+    key_file: Path
+
+
 class LeaderElection(_Model):
     enabled: bool = False
     namespace: str = "jobmirror-system"
@@ -159,6 +166,10 @@ class Config(BaseSettings):
     #: credentials (each request authenticated by TokenReview, authorized by a
     #: SubjectAccessReview on the manager Job); empty = off.
     inspect_address: str = ""
+    #: The inspect API always serves HTTPS (users' tokens cross the Pod network); these name a
+    #: mounted certificate, else a self-signed one is made at start (the service proxy does
+    #: not verify it — encryption is what the hop needs).
+    inspect_tls: InspectTLS | None = None
     leader_election: LeaderElection = Field(default_factory=LeaderElection)
 
     @field_validator("controller_name")

@@ -19,7 +19,7 @@ from kruntime.informer import Informer, NamespacedInformers
 from kruntime.leaderelect import LeaderElector, Timing
 from kruntime.resources import Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
-from mirror import gc
+from mirror import gc, inspect_tls
 from mirror.config import Config, ConfigError, cluster_conflicts
 from mirror.inspect_api import InspectApi
 from mirror.job_kind import JOB_KIND
@@ -277,9 +277,12 @@ class MirrorController:
             # the controller's client, and a standby replica answers users too. Worker reads are GETs.
             reviews = ClusterClient(f"{self.manager.name}-inspect", self.manager.api, qps=20, burst=40,
                                     timeout=self.cfg.request_timeout)
+            tls = self.cfg.inspect_tls
+            ssl_context = inspect_tls.server_context(tls.cert_file if tls else None, tls.key_file if tls else None,
+                                                     service_hosts=inspect_tls.INSPECT_SERVICE_HOSTS)
             inspect_api = self.inspect_api = InspectApi(self.cfg.inspect_address, reviews,
                                                         {n: w.client for n, w in self.workers.items()},
-                                                        self.cfg.controller_name)
+                                                        self.cfg.controller_name, ssl_context)
             await inspect_api.start()
         server = None
         if health and self.cfg.metrics_address:

@@ -5,8 +5,8 @@ manager. Each request carries the user's bearer token; the controller asks the m
 API server who it is (TokenReview) and whether that user may ``get`` the Job
 (SubjectAccessReview), then reads the worker with its own worker credentials.
 
-Reached through the manager API server's service proxy
-(``/api/v1/namespaces/jobmirror-system/services/jobmirror-inspect:inspect/proxy/...``): the
+Served over HTTPS (mirror/inspect_tls.py) and reached through the manager API server's
+service proxy (``/api/v1/namespaces/jobmirror-system/services/https:jobmirror-inspect:inspect/proxy/...``): the
 API server authenticates the caller for the proxy and then *removes* the ``Authorization``
 header (verified against kube-apiserver 1.35), so the plugin sends the token again in
 ``X-Jobmirror-Token``; a direct call (port-forward) may use ``Authorization: Bearer`` too.
@@ -15,6 +15,7 @@ header (verified against kube-apiserver 1.35), so the plugin sends the token aga
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -102,13 +103,14 @@ async def _count(request: web.Request, handler: Callable[[web.Request], Awaitabl
 
 class InspectApi:
     def __init__(self, address: str, manager: ClusterClient, workers: dict[str, ClusterClient],
-                 controller_name: str) -> None:
+                 controller_name: str, ssl_context: ssl.SSLContext | None = None) -> None:
         host, _, port = address.rpartition(":")
         self.host = host or "0.0.0.0"
         self.port = int(port)
         self.manager = manager
         self.workers = workers
         self.controller_name = controller_name
+        self.ssl_context = ssl_context
         self._runner: web.AppRunner | None = None
 
     async def _authorized_job(self, req: web.Request) -> Obj | web.Response:
@@ -197,12 +199,12 @@ class InspectApi:
         app.router.add_get(f"{base}/logs", self.logs)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.ssl_context)
         await site.start()
         sockets = getattr(site._server, "sockets", None)
         if self.port == 0 and sockets:
             self.port = sockets[0].getsockname()[1]
-        log.info("inspect API on %s:%d", self.host, self.port)
+        log.info("inspect API on %s://%s:%d", "https" if self.ssl_context else "http", self.host, self.port)
         return self.port
 
     async def stop(self) -> None:

@@ -10,9 +10,12 @@ controller checks that the user may ``get`` the Job (mirror/inspect_api.py).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import ssl
 import sys
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,8 +43,8 @@ from mirror.naming import (
     FIELD_MANAGER,
 )
 
-#: where deploy/ puts the inspect API: namespace/service:port-name
-DEFAULT_INSPECT_SERVICE = "jobmirror-system/jobmirror-inspect:inspect"
+#: where deploy/ puts the inspect API: namespace/scheme:service:port-name (it serves HTTPS only)
+DEFAULT_INSPECT_SERVICE = "jobmirror-system/https:jobmirror-inspect:inspect"
 KWOK_NOTE = ("(if the pod runs on a kwok fake node, as in the local test bed, there are no logs to read: kwok "
              "runs no containers)")
 EMPTY_NOTE = "no log output from pod {pod} ({why})"
@@ -62,6 +65,7 @@ class Target:
     inspect_service: str = DEFAULT_INSPECT_SERVICE
     inspect_url: str | None = None
     token: str | None = None
+    inspect_ca: Path | None = None
 
 
 # -- pure: formatting -------------------------------------------------------------------------------
@@ -253,7 +257,7 @@ async def connect(args: Any) -> Target:
         ns = context_namespace(path, context) if path is not None else "default"
     return Target(ClusterClient.from_configuration("manager", kc, timeout=args.request_timeout), ns,
                   config.controller_name if config else args.controller_name, config,
-                  args.inspect_service, args.inspect_url, token)
+                  args.inspect_service, args.inspect_url, token, args.inspect_ca)
 
 
 # -- verbs ----------------------------------------------------------------------------------------
@@ -319,6 +323,28 @@ def _inspect_path(t: Target, ns: str, name: str, verb: str) -> str:
     return f"/api/v1/namespaces/{svc_ns}/services/{svc}/proxy/v1/namespaces/{ns}/jobs/{name}/{verb}"
 
 
+def direct_url_ssl(url: str, ca: Path | None) -> ssl.SSLContext | bool:
+    """How to check the inspect API's certificate on a direct URL; a token is never sent in clear.
+
+    Unverified only to a loopback address (``kubectl port-forward``: the API server's own
+    connection carries the tunnel); anywhere else the certificate must verify against ``ca``.
+    """
+    u = urllib.parse.urlsplit(url)
+    if u.scheme != "https":
+        raise UsageError(f"--inspect-url {url!r}: the inspect API serves https only")
+    if ca is not None:
+        return ssl.create_default_context(cafile=str(ca))
+    host = u.hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise UsageError(f"--inspect-url {url!r}: not a loopback address, so its certificate must be verified: "
+                         "pass --inspect-ca (or use the service proxy, the default)")
+    return False
+
+
 async def _inspect_call(t: Target, ns: str, name: str, verb: str, query: dict[str, Any],
                         *, stream: bool = False) -> aiohttp.ClientResponse:
     """A call to the controller's inspect API, through the service proxy or a direct URL."""
@@ -330,10 +356,11 @@ async def _inspect_call(t: Target, ns: str, name: str, verb: str, query: dict[st
     timeout = aiohttp.ClientTimeout(total=None, connect=t.manager.timeout,
                                     sock_read=None if stream else t.manager.timeout * 3)
     if t.inspect_url:
+        ssl_ctx = direct_url_ssl(t.inspect_url, t.inspect_ca)
         session = aiohttp.ClientSession(timeout=timeout)
         resp = await session.get(f"{t.inspect_url.rstrip('/')}/v1/namespaces/{ns}/jobs/{name}/{verb}",
                                  params={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in q.items()},
-                                 headers={"Authorization": f"Bearer {t.token}"})
+                                 headers={"Authorization": f"Bearer {t.token}"}, ssl=ssl_ctx)
         resp._jobmirror_session = session  # type: ignore[attr-defined]  # closed with the response
         return resp
     return await t.manager._send("GET", _inspect_path(t, ns, name, verb), query=q, timeout=timeout,
@@ -474,5 +501,8 @@ def add_kube_flags(p: Any) -> None:
     p.add_argument("--inspect-service", default=DEFAULT_INSPECT_SERVICE,
                    help="namespace/service:port of the controller's inspect API, reached through the manager "
                         "API server's service proxy")
-    p.add_argument("--inspect-url", help="reach the inspect API directly instead (e.g. after kubectl port-forward)")
+    p.add_argument("--inspect-url", help="reach the inspect API directly instead, https:// (e.g. after kubectl "
+                                         "port-forward; the certificate is verified with --inspect-ca, or not at "
+                                         "all for a loopback address, where the tunnel is the API server's)")
+    p.add_argument("--inspect-ca", type=Path, default=None, help="CA file that signed the inspect API's certificate")
     p.add_argument("--request-timeout", type=float, default=10.0)

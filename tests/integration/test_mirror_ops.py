@@ -211,7 +211,7 @@ async def proxied(admin: ClusterClient, ns: str, path: str, headers: dict[str, s
     server = admin.host
     ssl_ctx = False  # the bed's self-signed serving cert; the caller's identity is what is under test
     async with aiohttp.ClientSession() as s, s.get(
-            f"{server}/api/v1/namespaces/{ns}/services/jobmirror-inspect:inspect/proxy{path}", headers=headers,
+            f"{server}/api/v1/namespaces/{ns}/services/https:jobmirror-inspect:inspect/proxy{path}", headers=headers,
             ssl=ssl_ctx) as r:
         raw = await r.read()
         try:
@@ -277,7 +277,7 @@ async def test_inspect_api_serves_only_users_who_may_get_the_job(client_for: Cli
         assert body["worker"] == "worker-2" and body["copy"]["name"] == "work"
         assert body["pods"][0]["phase"] == "Running" and body["pods"][0]["node"], body
 
-        svc = f"--inspect-service={ns}/jobmirror-inspect:inspect"
+        svc = f"--inspect-service={ns}/https:jobmirror-inspect:inspect"
         rc, out, err = await plugin("describe", "work", "--kubeconfig", str(alice), svc)
         assert rc == 0, err
         assert "Copy:        " + f"{ns}/work on worker-2" in out and "Running" in out, out

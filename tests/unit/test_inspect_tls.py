@@ -1,0 +1,67 @@
+"""The inspect API's TLS: a generated certificate serves, and a token is never sent in clear."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from mirror import inspect_tls
+from mirror.config import Config
+from mirror.plugin import UsageError, direct_url_ssl
+
+
+def test_self_signed_names_the_service_and_loopback() -> None:
+    cert_pem, key_pem = inspect_tls.self_signed("svc", ["svc.ns.svc", "127.0.0.1"])
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == ["svc.ns.svc"]
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert b"PRIVATE KEY" in key_pem
+
+
+def test_generated_context_loads_and_mounted_files_are_used(tmp_path: Path) -> None:
+    ctx = inspect_tls.server_context(service_hosts=inspect_tls.INSPECT_SERVICE_HOSTS)
+    assert ctx.minimum_version == ssl.TLSVersion.TLSv1_2
+    cert_pem, key_pem = inspect_tls.self_signed("x", ["x"])
+    (tmp_path / "c").write_bytes(cert_pem)
+    (tmp_path / "k").write_bytes(key_pem)
+    inspect_tls.server_context(tmp_path / "c", tmp_path / "k")
+    with pytest.raises(ssl.SSLError):  # a key that does not match the certificate
+        (tmp_path / "k2").write_bytes(inspect_tls.self_signed("y", ["y"])[1])
+        inspect_tls.server_context(tmp_path / "c", tmp_path / "k2")
+
+
+@pytest.mark.parametrize(("url", "ca", "verified"), [
+    ("https://127.0.0.1:8081", None, False),
+    ("https://localhost:8081", None, False),
+    ("https://[::1]:8081", None, False),
+    ("https://jobmirror.example:8081", "ca.pem", True),
+])
+def test_direct_url_ssl(url: str, ca: str | None, verified: bool, tmp_path: Path) -> None:
+    ca_path = None
+    if ca:
+        ca_path = tmp_path / ca
+        ca_path.write_bytes(inspect_tls.self_signed("ca", ["ca"])[0])
+    got = direct_url_ssl(url, ca_path)
+    assert isinstance(got, ssl.SSLContext) is verified
+
+
+@pytest.mark.parametrize(("url", "needle"), [
+    ("http://127.0.0.1:8081", "https only"),
+    ("https://10.0.0.7:8081", "--inspect-ca"),
+    ("https://jobmirror.example", "--inspect-ca"),
+])
+def test_direct_url_refuses_clear_or_unverified(url: str, needle: str) -> None:
+    with pytest.raises(UsageError, match=needle.replace(".", r"\.")):
+        direct_url_ssl(url, None)
+
+
+def test_config_inspect_tls_needs_both_files(tmp_path: Path) -> None:
+    base = {"workers": [{"name": "w", "kubeconfig": str(tmp_path / "kc")}], "inspectAddress": ":8081"}
+    cfg = Config.model_validate({**base, "inspectTLS": {"certFile": "/c", "keyFile": "/k"}})
+    assert cfg.inspect_tls is not None and cfg.inspect_tls.key_file == Path("/k")
+    with pytest.raises(ValueError, match="keyFile"):
+        Config.model_validate({**base, "inspectTLS": {"certFile": "/c"}})
