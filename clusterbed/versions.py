@@ -18,6 +18,8 @@ OLD_KUBE_VERSION = "1.30.14"
 ETCD_VERSION = "3.6.16"
 #: kwok / kwokctl (fake nodes, pod stages, binary-runtime cluster management).
 KWOK_VERSION = "0.7.0"
+#: Helm (v3), built from its Go module: renders and lints deploy/helm/jobmirror, installs it on kind.
+HELM_VERSION = "3.20.0"
 
 
 def cache_root() -> Path:
