@@ -34,7 +34,8 @@ CHART = ROOT / "deploy" / "helm" / "jobmirror"
 MONITORING = ROOT / "deploy" / "monitoring"
 NS = "jobmirror-system"
 
-HELM_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version")
+HELM_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance",
+               "app.kubernetes.io/version")
 CHECKSUMS = ("checksum/config", "checksum/worker-kubeconfigs")
 YAML_FILES = ("config.yaml", "in-cluster.kubeconfig")
 
@@ -122,7 +123,8 @@ def normalise_kustomize(objs: list[Obj]) -> dict[tuple[str, str, str], Obj]:
         if o["kind"] == "Deployment":
             for v in o["spec"]["template"]["spec"]["volumes"]:
                 if "configMap" in v:
-                    v["configMap"]["name"] = re.sub(r"^jobmirror-config-\w+$", "jobmirror-config", v["configMap"]["name"])
+                    v["configMap"]["name"] = re.sub(r"^jobmirror-config-\w+$", "jobmirror-config",
+                                                    v["configMap"]["name"])
         _parse_files(o)
     objs = [o for o in objs if o["kind"] != "Namespace"]
     return by_key(objs)
@@ -187,7 +189,7 @@ def test_release_name_and_namespace_flow_into_identities(helm: Path, tmp_path: P
     """another release/namespace: prefixed names, and the policy, Role and config name the right ServiceAccount"""
     objs = render(helm, release="prod", namespace="ops")
     names = {key(o) for o in objs}
-    assert ("ServiceAccount", "ops", "prod-jobmirror") in names and ("Deployment", "ops", "prod-jobmirror-controller") in names
+    assert {("ServiceAccount", "ops", "prod-jobmirror"), ("Deployment", "ops", "prod-jobmirror-controller")} <= names
     vap = next(o for o in objs if o["kind"] == "ValidatingAdmissionPolicy")
     assert vap["spec"]["matchConditions"][0]["expression"] == (
         "request.userInfo.username == 'system:serviceaccount:ops:prod-jobmirror'")
@@ -203,6 +205,7 @@ def test_toggles(helm: Path, tmp_path: Path) -> None:
 
     objs = render(helm, {"leaderElection": {"enabled": False}, "replicas": 1}, tmp=tmp_path)
     assert not {"Role", "RoleBinding"} & {o["kind"] for o in objs}
+    assert next(o for o in objs if o["kind"] == "Deployment")["spec"]["replicas"] == 1
     assert config_of(objs, tmp_path).leader_election.enabled is False
 
     values = {"workerKubeconfigs": {"existingSecret": "my-kubeconfigs"}, "image": {"repository": "r.example/jm",
@@ -267,8 +270,11 @@ def test_chart_copies_of_the_monitoring_files_are_identical(name: str) -> None:
         f"cp deploy/monitoring/{name} deploy/helm/jobmirror/files/")
 
 
-@pytest.mark.parametrize("values", [None, {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
-                                           "grafanaDashboard": {"enabled": True}, "managerAsWorker": {"enabled": True}}])
+ALL_TOGGLES = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
+               "grafanaDashboard": {"enabled": True}, "managerAsWorker": {"enabled": True}}
+
+
+@pytest.mark.parametrize("values", [None, ALL_TOGGLES])
 def test_helm_lint_strict_is_clean(helm: Path, tmp_path: Path, values: Obj | None) -> None:
     """helm lint --strict: no error and no warning (INFO lines only, e.g. "icon is recommended")"""
     args: list[str | Path] = [helm, "lint", "--strict", CHART]
