@@ -286,6 +286,21 @@ def build_helm(helm_version: str = versions.HELM_VERSION) -> Path:
     return build_go_tool("helm", module, helm_version, f"{module}/cmd/helm", ldflags=" ".join(flags))
 
 
+def prometheus_operator_crds(version: str = versions.PROMETHEUS_OPERATOR_VERSION) -> Path:
+    """The directory of the Prometheus Operator's CRD manifests, from its Go module (downloaded once, not built)."""
+    module = f"github.com/prometheus-operator/prometheus-operator@v{version}"
+    versions.cache_root().mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["go", "mod", "download", "-json", module], capture_output=True, text=True, env=_go_env(),
+                          cwd=versions.cache_root())
+    info = json.loads(proc.stdout or "{}")
+    if proc.returncode != 0 or "Dir" not in info:
+        raise BuildError(f"go mod download {module} failed: {info.get('Error') or proc.stderr.strip()}")
+    crds = Path(info["Dir"]) / "example" / "prometheus-operator-crd"
+    if not crds.is_dir():
+        raise BuildError(f"{module} has no example/prometheus-operator-crd/")
+    return crds
+
+
 def ensure_binaries(kube_version: str = versions.KUBE_VERSION) -> Binaries:
     """Build (or reuse) everything one cluster of ``kube_version`` needs."""
     kube = build_kubernetes(kube_version)
@@ -310,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with-old", action="store_true",
                         help=f"also build the skew version {versions.OLD_KUBE_VERSION}")
     parser.add_argument("--no-helm", action="store_true",
-                        help=f"skip helm v{versions.HELM_VERSION} (the deploy/helm tests need it)")
+                        help=f"skip helm v{versions.HELM_VERSION} and the Prometheus Operator CRDs "
+                             "(the deploy/helm and monitoring tests need them)")
     args = parser.parse_args(argv)
     wanted = args.kube_version or [versions.KUBE_VERSION]
     if args.with_old:
@@ -321,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"ready: Kubernetes v{v} in {b.kube_apiserver.parent}")
         if not args.no_helm:
             _log(f"ready: {build_helm()}")
+            _log(f"ready: Prometheus Operator CRDs in {prometheus_operator_crds()}")
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -15,8 +15,9 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from clusterbed import build, versions
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
 from kruntime.resources import JOBS
@@ -159,3 +161,66 @@ def test_the_core_series_carry_samples_after_one_job(scrape: Scrape) -> None:
     assert samples(text, "jobmirror_worker_up") == {(("worker", "worker-1"),): 1.0, (("worker", "worker-2"),): 1.0}
     assert samples(text, "jobmirror_leader") == {(): 1.0}
     assert samples(text, "jobmirror_status_writes_total").get((("result", "ok"),), 0) >= 1
+
+
+# -- the Prometheus Operator objects, validated by a real API server against their CRDs ---------
+
+CRDS = ("monitoring.coreos.com_prometheusrules.yaml", "monitoring.coreos.com_servicemonitors.yaml")
+
+
+def _run(*args: str | Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, input=stdin, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def monitoring_crds(cluster: ClusterFor) -> Iterator[Path]:
+    """The bed manager with the Prometheus Operator's PrometheusRule and ServiceMonitor CRDs
+    (pinned in clusterbed/versions.py); removed afterwards. Yields the admin kubeconfig."""
+    kubectl = build.build_kubernetes(versions.KUBE_VERSION) / "kubectl"
+    kc = cluster(MANAGER).kubeconfig
+    files = [build.prometheus_operator_crds() / f for f in CRDS]
+    for f in files:
+        proc = _run(kubectl, "--kubeconfig", kc, "apply", "--server-side", "-f", f)
+        assert proc.returncode == 0, proc.stderr
+    proc = _run(kubectl, "--kubeconfig", kc, "wait", "--for=condition=Established", "--timeout=60s",
+                *[f"crd/{f.name.split('_', 1)[1].removesuffix('.yaml')}.monitoring.coreos.com" for f in files])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    yield kc
+    for f in files:
+        _run(kubectl, "--kubeconfig", kc, "delete", "--wait=false", "-f", f)
+
+
+def _server_dry_run(kubeconfig: Path, manifests: str) -> subprocess.CompletedProcess[str]:
+    kubectl = build.build_kubernetes(versions.KUBE_VERSION) / "kubectl"
+    return _run(kubectl, "--kubeconfig", kubeconfig, "create", "--dry-run=server", "--validate=strict", "-f", "-",
+                stdin=manifests)
+
+
+async def test_deploy_monitoring_passes_server_side_validation(monitoring_crds: Path, client_for: ClientFor) -> None:
+    """`kubectl kustomize deploy/monitoring` creates (server dry run, strict fields) against the operator's CRDs"""
+    kubectl = build.build_kubernetes(versions.KUBE_VERSION) / "kubectl"
+    rendered = _run(kubectl, "kustomize", MONITORING)
+    assert rendered.returncode == 0, rendered.stderr
+    await ensure_namespace(await client_for(MANAGER), "jobmirror-system")
+    proc = _server_dry_run(monitoring_crds, rendered.stdout)
+    assert proc.returncode == 0, proc.stderr
+    assert "prometheusrule.monitoring.coreos.com/jobmirror-alerts created (server dry run)" in proc.stdout, proc.stdout
+    assert "configmap/jobmirror-dashboard created (server dry run)" in proc.stdout, proc.stdout
+
+
+async def test_chart_monitoring_objects_pass_server_side_validation(monitoring_crds: Path,
+                                                                   client_for: ClientFor) -> None:
+    """the chart's ServiceMonitor, PrometheusRule and dashboard ConfigMap create (server dry run, strict fields)"""
+    ns = f"t-mon-chart-{os.urandom(3).hex()}"
+    await ensure_namespace(await client_for(MANAGER), ns)
+    rendered = _run(build.build_helm(), "template", "jobmirror", ROOT / "deploy" / "helm" / "jobmirror", "-n", ns,
+                    "--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true",
+                    "--show-only", "templates/servicemonitor.yaml", "--show-only", "templates/prometheusrule.yaml",
+                    "--show-only", "templates/grafana-dashboard.yaml")
+    assert rendered.returncode == 0, rendered.stderr
+    proc = _server_dry_run(monitoring_crds, rendered.stdout)
+    assert proc.returncode == 0, proc.stderr
+    for what in ("servicemonitor.monitoring.coreos.com/jobmirror-controller", "prometheusrule.monitoring.coreos.com/"
+                 "jobmirror-alerts", "configmap/jobmirror-dashboard"):
+        assert f"{what} created (server dry run)" in proc.stdout, proc.stdout
+    await (await client_for(MANAGER)).request("DELETE", f"/api/v1/namespaces/{ns}")

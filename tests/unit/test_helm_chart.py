@@ -166,6 +166,8 @@ def test_rendered_config_loads_with_the_controllers_parser(helm: Path, tmp_path:
     assert cfg.leader_election.enabled and cfg.leader_election.namespace == NS
     values = {"managerAsWorker": {"enabled": True},
               "workers": [{"name": "gpu", "context": "gpu-ctx", "labels": {"pool": "gpu"}, "qps": 50}],
+              "workerKubeconfigs": {"kubeconfigs": {"gpu.kubeconfig": "apiVersion: v1\nkind: Config\n",
+                                                    "worker-1.kubeconfig": None, "worker-2.kubeconfig": None}},
               "leaderElection": {"leaseName": "jm", "leaseDuration": 30, "renewDeadline": 20, "retryPeriod": 4},
               "metricsPort": 9090,
               "config": {"controllerName": "example.com/mirror", "namespaces": ["team-a"], "workerLostTimeout": 600,
@@ -173,6 +175,8 @@ def test_rendered_config_loads_with_the_controllers_parser(helm: Path, tmp_path:
     objs = render(helm, values, tmp=tmp_path)
     cfg = config_of(objs, tmp_path)
     assert [w.name for w in cfg.workers] == ["manager", "gpu"]
+    secret = next(o for o in objs if o["kind"] == "Secret")
+    assert set(secret["stringData"]) == {"gpu.kubeconfig"}, "null drops an example kubeconfig"
     gpu = cfg.workers[1]
     assert (gpu.context, gpu.labels, gpu.qps) == ("gpu-ctx", {"pool": "gpu"}, 50)
     assert (cfg.leader_election.lease_name, cfg.leader_election.lease_duration) == ("jm", 30)
@@ -238,6 +242,7 @@ def test_config_change_rolls_the_pods(helm: Path, tmp_path: Path) -> None:
     ({"workers": []}, "workers: at least one worker is required"),
     ({"leaderElection": {"enabled": False}}, "replicas: more than 1 needs leaderElection.enabled"),
     ({"workerKubeconfigs": {"kubeconfigs": None}}, "workerKubeconfigs: set existingSecret, or kubeconfigs"),
+    ({"workers": [{"name": "east"}]}, "workerKubeconfigs.kubeconfigs: no key east.kubeconfig for worker east"),
 ])
 def test_bad_values_fail_naming_the_value(helm: Path, tmp_path: Path, values: Obj, message: str) -> None:
     assert re.search(message, render_error(helm, values, tmp_path))
