@@ -10,6 +10,7 @@ Complete. The session deletes the clusters afterwards, as always.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import subprocess
 import time
@@ -20,10 +21,20 @@ import pytest
 import yaml
 
 from clusterbed import build
-from e2e.harness import DEPLOYMENT, DEPLOYMENTS, POD_RES, SYSTEM_NS, E2EEnv, condition_true, job_manifest, log
+from e2e.harness import (
+    DEPLOYMENT,
+    DEPLOYMENTS,
+    POD_RES,
+    SECRETS,
+    SYSTEM_NS,
+    E2EEnv,
+    condition_true,
+    job_manifest,
+    log,
+)
 from e2e.kindops import CONTROLLER_SELECTOR, holder_pod, lease_holder
 from e2e.steps import cleanup, namespace, placed, wait_condition
-from kruntime.resources import JOBS, Obj
+from kruntime.resources import JOBS, Obj, Resource
 from testkit.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
@@ -34,6 +45,7 @@ CHART = Path(__file__).resolve().parent.parent / "deploy" / "helm" / "jobmirror"
 KUSTOMIZE_NAMESPACED = "deployment,service,poddisruptionbudget,configmap,secret,serviceaccount,role,rolebinding"
 KUSTOMIZE_CLUSTER = "clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding"
 PART_OF = "app.kubernetes.io/part-of=jobmirror"
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 #: Keys the chart sets from its own values, not from `config`.
 CHART_OWNED = ("workers", "metricsAddress", "leaderElection", "managerKubeconfig")
 
@@ -46,7 +58,11 @@ def equivalent_values(env: E2EEnv) -> dict[str, Any]:
     workers = [w for w in cfg["workers"] if w["name"] != env.manager_worker]
     for w in workers:
         assert w["kubeconfig"] == f"/etc/jobmirror/workers/{w['name']}.kubeconfig", w
-    kubeconfigs = {f"{w['name']}.kubeconfig": (overlay / f"{w['name']}.kubeconfig").read_text() for w in workers}
+    kubeconfigs: dict[str, str | None] = {f"{w['name']}.kubeconfig": (overlay / f"{w['name']}.kubeconfig").read_text()
+                                          for w in workers}
+    # Helm merges maps: the chart's example kubeconfigs the overlay does not have are dropped (null).
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())["workerKubeconfigs"]["kubeconfigs"]
+    kubeconfigs |= {k: None for k in defaults if k not in kubeconfigs}
     election = dict(cfg["leaderElection"])
     assert election.pop("namespace") == SYSTEM_NS, "the chart puts the Lease in the release namespace"
     return {
@@ -116,11 +132,13 @@ async def test_kind_helm_install_replaces_kustomize_and_mirrors_a_job(controller
     holder = await wait_for(chart_pod_leads, timeout=90, interval=1, what="a Pod of the Helm release holding the Lease")
     env.notes.append(f"helm: install --wait + Lease held in {time.monotonic() - t_removed:.0f}s (leader {holder})")
 
-    # The live config is the overlay's: the values are equivalent, not merely similar.
-    live_cm = yaml.safe_load(await asyncio.to_thread(lambda: env.kubectl(
-        "get", "configmap", "jobmirror-config", "-n", SYSTEM_NS, "-o", "yaml").stdout))
+    # The live config and worker Secret are the overlay's: the values are equivalent, not merely similar.
+    live_cm = await env.manager.get(CONFIGMAPS, SYSTEM_NS, "jobmirror-config")
     assert yaml.safe_load(live_cm["data"]["config.yaml"]) == yaml.safe_load(
         (env.kustomization / "config.yaml").read_text())
+    live_secret = await env.manager.get(SECRETS, SYSTEM_NS, "jobmirror-worker-kubeconfigs")
+    overlay_files = {k: v for k, v in values["workerKubeconfigs"]["kubeconfigs"].items() if v is not None}
+    assert {k: base64.b64decode(v).decode() for k, v in live_secret["data"].items()} == overlay_files
 
     t_job = time.monotonic()
     ns = await namespace(env, "helm")
