@@ -268,6 +268,41 @@ def build_kwok(kwok_version: str) -> Path:
     return dest
 
 
+def build_helm(helm_version: str = versions.HELM_VERSION) -> Path:
+    """``helm`` stamped as its Makefile does: its own version, and the Kubernetes minor of its
+    client-go (the default ``.Capabilities.KubeVersion`` of ``helm template`` and ``helm lint``)."""
+    module = "helm.sh/helm/v3"
+    if _have(_bin_dir("helm", helm_version), ("helm",)):
+        return _bin_dir("helm", helm_version) / "helm"  # warm: no go call at all
+    gomod = subprocess.run(["go", "mod", "download", "-json", f"{module}@v{helm_version}"], check=True,
+                           capture_output=True, text=True, env=_go_env(), cwd=versions.cache_root()).stdout
+    client_go = next((line.split()[1] for line in Path(json.loads(gomod)["GoMod"]).read_text().splitlines()
+                      if line.strip().startswith("k8s.io/client-go ")), "")
+    if not client_go.startswith("v0."):
+        raise BuildError(f"helm v{helm_version}: cannot read its k8s.io/client-go version from go.mod ({client_go!r})")
+    kube_minor = client_go.split(".")[1]
+    flags = ["-s", "-w", f"-X {module}/internal/version.version=v{helm_version}",
+             f"-X {module}/internal/version.gitTreeState=clean"]
+    for pkg in ("pkg/lint/rules", "pkg/chartutil"):
+        flags += [f"-X {module}/{pkg}.k8sVersionMajor=1", f"-X {module}/{pkg}.k8sVersionMinor={kube_minor}"]
+    return build_go_tool("helm", module, helm_version, f"{module}/cmd/helm", ldflags=" ".join(flags))
+
+
+def prometheus_operator_crds(version: str = versions.PROMETHEUS_OPERATOR_VERSION) -> Path:
+    """The directory of the Prometheus Operator's CRD manifests, from its Go module (downloaded once, not built)."""
+    module = f"github.com/prometheus-operator/prometheus-operator@v{version}"
+    versions.cache_root().mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["go", "mod", "download", "-json", module], capture_output=True, text=True, env=_go_env(),
+                          cwd=versions.cache_root())
+    info = json.loads(proc.stdout or "{}")
+    if proc.returncode != 0 or "Dir" not in info:
+        raise BuildError(f"go mod download {module} failed: {info.get('Error') or proc.stderr.strip()}")
+    crds = Path(info["Dir"]) / "example" / "prometheus-operator-crd"
+    if not crds.is_dir():
+        raise BuildError(f"{module} has no example/prometheus-operator-crd/")
+    return crds
+
+
 def ensure_binaries(kube_version: str = versions.KUBE_VERSION) -> Binaries:
     """Build (or reuse) everything one cluster of ``kube_version`` needs."""
     kube = build_kubernetes(kube_version)
@@ -291,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="Kubernetes version(s) to build (default: the pinned one)")
     parser.add_argument("--with-old", action="store_true",
                         help=f"also build the skew version {versions.OLD_KUBE_VERSION}")
+    parser.add_argument("--no-helm", action="store_true",
+                        help=f"skip helm v{versions.HELM_VERSION} and the Prometheus Operator CRDs "
+                             "(the deploy/helm and monitoring tests need them)")
     args = parser.parse_args(argv)
     wanted = args.kube_version or [versions.KUBE_VERSION]
     if args.with_old:
@@ -299,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
         for v in wanted:
             b = ensure_binaries(v)
             _log(f"ready: Kubernetes v{v} in {b.kube_apiserver.parent}")
+        if not args.no_helm:
+            _log(f"ready: {build_helm()}")
+            _log(f"ready: Prometheus Operator CRDs in {prometheus_operator_crds()}")
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -18,6 +18,12 @@ OLD_KUBE_VERSION = "1.30.14"
 ETCD_VERSION = "3.6.16"
 #: kwok / kwokctl (fake nodes, pod stages, binary-runtime cluster management).
 KWOK_VERSION = "0.7.0"
+#: Helm (v3), built from its Go module: renders and lints deploy/helm/jobmirror, installs it on kind.
+HELM_VERSION = "3.20.0"
+#: Prometheus Operator, for its CRDs only (PrometheusRule, ServiceMonitor): downloaded from its Go
+#: module, nothing built; the monitoring test validates deploy/monitoring against them server-side.
+#: (promtool is not built: cmd/promtool links every service-discovery SDK, >8 min cold here.)
+PROMETHEUS_OPERATOR_VERSION = "0.85.0"
 
 
 def cache_root() -> Path:

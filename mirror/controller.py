@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from jobapi.objects import labels_of
 from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeconfig
 from kruntime.events import EventRecorder, ObjectEvents, SpamFilter
 from kruntime.httpserver import HealthServer
@@ -19,13 +20,14 @@ from kruntime.informer import Informer, NamespacedInformers
 from kruntime.leaderelect import LeaderElector, Timing
 from kruntime.resources import Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
-from mirror import gc, inspect_tls
+from mirror import gc, inspect_tls, metrics
 from mirror.config import Config, ConfigError, cluster_conflicts
 from mirror.inspect_api import InspectApi
 from mirror.job_kind import JOB_KIND
 from mirror.kinds import MirroredKind, QueueKey, manager_key_of
-from mirror.naming import FIELD_MANAGER, FINALIZER
+from mirror.naming import FIELD_MANAGER, FINALIZER, LABEL_ORIGIN_UID
 from mirror.placement import policy_for
+from mirror.propagation import status_changed
 from mirror.reconciler import Reconciler
 from mirror.worker_events import WorkerEvents
 from mirror.workers import WorkerCluster
@@ -108,7 +110,7 @@ class MirrorController:
             informer = self.informers[kind.name] = self._manager_informer(kind)
             informer.add_handler(self._manager_handler(kind))
             for w in self.workers.values():
-                w.kinds[kind.name].informer.add_handler(self._copy_handler(kind))
+                w.kinds[kind.name].informer.add_handler(self._copy_handler(kind, w.name))
             # Through client-go's spam filter, like the builtin controller's events.
             events = self.events[kind.name] = ObjectEvents(self.recorder, kind.resource)
             if cfg.worker_events and kind is JOB_KIND:  # pods are mapped to copies the Job controller's way
@@ -189,10 +191,13 @@ class MirrorController:
 
         return on_manager_object
 
-    def _copy_handler(self, kind: MirroredKind) -> Callable[[str, Obj | None, Obj], None]:
+    def _copy_handler(self, kind: MirroredKind, worker: str) -> Callable[[str, Obj | None, Obj], None]:
         def on_copy(etype: str, old: Obj | None, new: Obj) -> None:
             key = manager_key_of(kind, new)
             if key:
+                uid = labels_of(new).get(LABEL_ORIGIN_UID)
+                if uid and etype != "DELETED" and status_changed(old, new):
+                    self.reconcilers[kind.name].status_lag.changed(uid, worker)
                 self.queue.add(QueueKey(kind.name, key))
 
         return on_copy
@@ -227,6 +232,7 @@ class MirrorController:
     async def _run_controller(self) -> None:
         assert self.manager is not None and self.informers
         self.leading = True
+        metrics.LEADER.set(1)
         spawn = self._spawn
         for informer in self.informers.values():
             spawn(informer.run(), f"manager-{informer.resource.plural}-informer")
@@ -325,6 +331,7 @@ class MirrorController:
         await elector.run(lead)
         if elector.lost_at is not None:
             self.leading = False
+            metrics.LEADER.set(0)
             log.warning("lost leadership; stopping so that a fresh process can take over")
 
     async def _release_lease(self) -> None:
@@ -338,6 +345,7 @@ class MirrorController:
         if self._stopping.is_set():
             return
         self._stopping.set()
+        metrics.LEADER.set(0)
         await self.queue.shutdown()
         for t in self._tasks:
             t.cancel()

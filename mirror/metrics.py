@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+LEADER = Gauge("jobmirror_leader", "1 while this process reconciles (holds the leader Lease, or runs without "
+               "election); 0 for a standby")
 DISPATCHES = Counter("jobmirror_dispatches_total", "Remote copies created", ["worker"])
 STATUS_WRITES = Counter("jobmirror_status_writes_total", "Manager Job status writes by result",
                         ["result"])  # ok | conflict | rejected | error
 SYNC_LATENCY = Histogram(
     "jobmirror_sync_duration_seconds", "Time to reconcile one manager Job",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+STATUS_PROPAGATION = Histogram(
+    "jobmirror_status_propagation_seconds", "From a copy's status change arriving in the worker watch to the manager "
+    "status write mirroring it (mirror/propagation.py)", ["worker"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
 )
 RECONCILE_ERRORS = Counter("jobmirror_reconcile_errors_total", "Reconciles that failed and were retried", ["reason"])
 WORKER_UP = Gauge("jobmirror_worker_up", "1 when the worker is reachable and its watch is healthy", ["worker"])

@@ -66,6 +66,7 @@ from mirror.naming import (
     derived_remote_name,
 )
 from mirror.placement import NoWorker, PlacementPolicy, WorkerView, explain
+from mirror.propagation import StatusLag
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,8 @@ class Reconciler:
         self._unconfigured_noted: LruDict[str, None] = LruDict(MAX_TRACKED_JOBS)
         #: per manager uid, the NoWorker message last evented (not repeated every pass while it holds)
         self._no_worker_said: LruDict[str, str] = LruDict(MAX_TRACKED_JOBS)
+        #: per manager uid, the copy status change waiting to be mirrored (jobmirror_status_propagation_seconds)
+        self.status_lag = StatusLag(MAX_TRACKED_JOBS)
         #: when this process loaded the worker list: a worker missing from it counts as lost from here
         self._started = time.monotonic()
 
@@ -794,13 +797,20 @@ class Reconciler:
         for per_uid in (self._collided, self._collision_reports, self._refused, self._refusal_reports,
                         self._patch_not_before, self._unconfigured_noted, self._no_worker_said):
             per_uid.pop(uid, None)
+        self.status_lag.forget(uid)
 
     async def _write_status(self, job: Obj, remote: Obj | None) -> Obj:
         """The manager Job after the write (``job`` itself when nothing changed)."""
         desired = status_to_write(self.kind, job, remote, self.now())
+        uid = job["metadata"]["uid"]
         if desired is None:
+            if remote is not None:
+                self.status_lag.forget(uid)  # the manager already says what the copy says
             return job
-        return await self._put_status(job, desired)
+        written = await self._put_status(job, desired)
+        if remote is not None and (waited := self.status_lag.mirrored(uid)) is not None:
+            metrics.STATUS_PROPAGATION.labels(waited[0]).observe(waited[1])
+        return written
 
     async def _put_status(self, job: Obj, desired: Obj) -> Obj:
         """Write ``desired`` through the status subresource; a refusal is evented, counted, raised."""

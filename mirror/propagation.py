@@ -1,0 +1,47 @@
+"""How long a copy's status change takes to reach the manager object (``jobmirror_status_propagation_seconds``).
+
+Measured inside the controller on its monotonic clock: from the worker watch delivering a
+copy whose status differs from what the cache held (the oldest such change not yet
+mirrored) to the manager status write that mirrors the copy. Worker-side watch delivery is
+not included, and no cross-cluster clock is involved. A change that needs no manager write
+(the manager already says it) ends its wait without an observation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from kruntime.bounded import LruDict
+from kruntime.resources import Obj
+
+
+def status_changed(old: Obj | None, new: Obj) -> bool:
+    """Whether a copy's watch event brings a status the cache did not have."""
+    return old is None or (old.get("status") or {}) != (new.get("status") or {})
+
+
+class StatusLag:
+    """Per manager uid: when its copy's status first changed without being mirrored yet, and on which worker."""
+
+    def __init__(self, maxlen: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self._since: LruDict[str, tuple[float, str]] = LruDict(maxlen)
+        self.clock = clock
+
+    def changed(self, uid: str, worker: str) -> None:
+        """A copy's status changed: start waiting, unless an earlier change is still waiting."""
+        if uid not in self._since:
+            self._since[uid] = (self.clock(), worker)
+
+    def mirrored(self, uid: str) -> tuple[str, float] | None:
+        """The manager now carries the copy's status: (worker, seconds waited), or None if nothing waited."""
+        since = self._since.pop(uid, None)
+        if since is None:
+            return None
+        return since[1], max(0.0, self.clock() - since[0])
+
+    def forget(self, uid: str) -> None:
+        self._since.pop(uid, None)
+
+    def __len__(self) -> int:
+        return len(self._since)
