@@ -47,7 +47,7 @@ KUSTOMIZE_CLUSTER = "clusterrole,clusterrolebinding,validatingadmissionpolicy,va
 PART_OF = "app.kubernetes.io/part-of=jobmirror"
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 #: Keys the chart sets from its own values, not from `config`.
-CHART_OWNED = ("workers", "metricsAddress", "leaderElection", "managerKubeconfig")
+CHART_OWNED = ("workers", "metricsAddress", "leaderElection", "managerKubeconfig", "inspectAddress")
 
 
 def equivalent_values(env: E2EEnv) -> dict[str, Any]:
@@ -65,8 +65,10 @@ def equivalent_values(env: E2EEnv) -> dict[str, Any]:
     kubeconfigs |= {k: None for k in defaults if k not in kubeconfigs}
     election = dict(cfg["leaderElection"])
     assert election.pop("namespace") == SYSTEM_NS, "the chart puts the Lease in the release namespace"
+    inspect_port = str(cfg.get("inspectAddress") or "").rpartition(":")[2]
     return {
         "image": {"repository": repo, "tag": tag},
+        "inspect": {"enabled": bool(inspect_port), "port": int(inspect_port or 8081)},
         "managerAsWorker": {"enabled": bool(env.manager_worker), "name": env.manager_worker or "manager"},
         "workers": [{"name": w["name"]} for w in workers],
         "workerKubeconfigs": {"kubeconfigs": kubeconfigs},
