@@ -119,6 +119,7 @@ async def test_indexed_job_with_success_policy(client_for: ClientFor, cluster: C
 async def test_suspended_at_creation_gets_no_copy_until_resumed(client_for: ClientFor, cluster: ClusterFn,
                                                                 ns: str) -> None:
     async with mirror_env(client_for, cluster, ns) as env:
+        env.expect_errors("conflict")  # the test writes the manager Job while the controller does
         await env.start()
         created = await env.create(make_job("susp", suspend=True))
         uid = created["metadata"]["uid"]
@@ -135,6 +136,7 @@ async def test_suspended_at_creation_gets_no_copy_until_resumed(client_for: Clie
 
 async def test_suspend_mid_run_propagates_and_resumes(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
     async with mirror_env(client_for, cluster, ns) as env:
+        env.expect_errors("conflict")  # the test writes the manager Job while the controller does
         await env.start()
         created = await env.create(make_job("mid", duration_ms=4000, completions=2, parallelism=2))
         uid = created["metadata"]["uid"]
@@ -192,6 +194,7 @@ async def test_parallelism_change_propagates(client_for: ClientFor, cluster: Clu
     """A parallelism change is patched into the running copy (same copy, not a new one) and its
     effect, three active pods, comes back to the manager."""
     async with mirror_env(client_for, cluster, ns) as env, CopyRecorder(env.workers, ns) as rec:
+        env.expect_errors("conflict")  # the test writes the manager Job while the controller does
         await env.start()
         created = await env.create(make_job("par", completions=4, parallelism=1, duration_ms=20000))
         uid = created["metadata"]["uid"]
@@ -216,6 +219,7 @@ async def test_parallelism_change_propagates(client_for: ClientFor, cluster: Clu
 
 async def test_deleting_manager_job_deletes_remote_first(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
     async with mirror_env(client_for, cluster, ns) as env:
+        env.expect_errors("conflict")  # the test writes the manager Job while the controller does
         await env.start()
         created = await env.create(make_job("del", duration_ms=60000))
         uid = created["metadata"]["uid"]

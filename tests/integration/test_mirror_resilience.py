@@ -116,6 +116,7 @@ async def test_lagging_manager_cache_never_deletes_the_copy_just_created(
 async def test_copy_is_adopted_when_the_placement_annotation_is_removed(client_for: ClientFor, cluster: ClusterFn,
                                                                        ns: str) -> None:
     async with mirror_env(client_for, cluster, ns) as env, CopyRecorder(env.workers, ns) as rec:
+        env.expect_errors("conflict")  # the test writes the manager Job while the controller does
         await env.start()
         created = await env.create(make_job("unplaced", duration_ms=4000))
         uid = created["metadata"]["uid"]
@@ -198,6 +199,7 @@ async def test_foreign_remote_job_with_same_name_is_never_deleted_or_overwritten
     async with mirror_env(client_for, cluster, ns) as env:
         w1 = env.workers["worker-1"]
         foreign = await env.create(make_job("clash", managed_by=None, duration_ms=60000), client=w1)
+        env.expect_errors("conflict")  # the test writes the manager Job while the controller does
         await env.start()
         await env.create(make_job("clash", annotations={ANNOTATION_PIN: "worker-1"}))
         await env.wait_event("clash", "NameCollision")
@@ -287,7 +289,7 @@ async def test_lost_worker_redispatch_and_stale_copy_removed(client_for: ClientF
                                                              ns: str) -> None:
     async with mirror_env(client_for, cluster, ns, worker_lost_timeout=6.0) as env, \
             CopyRecorder(env.workers, ns) as rec:
-        env.expect_errors("transport")
+        env.expect_errors("transport", "conflict")  # worker-1 stopped; the test unpins the Job
         await env.start()
         w1 = env.clusters["worker-1"]
         created = await env.create(make_job("moved", duration_ms=4000, annotations={ANNOTATION_PIN: "worker-1"}))
@@ -327,7 +329,7 @@ async def test_cleanup_on_an_unreachable_worker_is_retried_until_it_succeeds(
     client_for: ClientFor, cluster: ClusterFn, ns: str
 ) -> None:
     async with mirror_env(client_for, cluster, ns) as env, CopyRecorder(env.workers, ns) as rec:
-        env.expect_errors("transport")
+        env.expect_errors("transport", "conflict")  # worker-2 stopped; the test deletes the Job
         ctrl = await env.start()
         created = await env.create(make_job("gone", duration_ms=60000, annotations={ANNOTATION_PIN: "worker-2"}))
         uid = created["metadata"]["uid"]
