@@ -184,7 +184,7 @@ async def test_two_managers_share_a_worker_without_touching_each_other(
             return any(e["reason"] == "NameCollision" for e in evs)
 
         await wait_for(collision_reported, timeout=30, what="NameCollision event")
-        await wait_gc_rounds(5)
+        await wait_gc_rounds(2)
         again = await env.get("same", w1)
         assert again is not None and again["metadata"]["uid"] == same["metadata"]["uid"]
         winner_uid = same["metadata"]["labels"][LABEL_ORIGIN_UID]
@@ -203,7 +203,7 @@ async def test_foreign_remote_job_with_same_name_is_never_deleted_or_overwritten
         await env.start()
         await env.create(make_job("clash", annotations={ANNOTATION_PIN: "worker-1"}))
         await env.wait_event("clash", "NameCollision")
-        await wait_syncs(3)  # it looked again (collision retries) and still left the foreign Job alone
+        await wait_syncs(2)  # it looked again (collision retries) and still left the foreign Job alone
         await wait_gc_rounds(2)
         still = await env.get("clash", w1)
         assert still is not None and still["metadata"]["uid"] == foreign["metadata"]["uid"]
