@@ -7,16 +7,13 @@ manager's node (found through the CRI, as a node admin would).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import subprocess
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import cast
 
-from e2e.harness import LABEL_ORIGIN_UID, LEASE_NAME, POD_RES, SYSTEM_NS, E2EEnv, log
+from e2e.harness import LEASE_NAME, POD_RES, SYSTEM_NS, E2EEnv, log
 from kruntime.client import ApiError
 from kruntime.resources import JOBS, LEASES, Obj
 from testkit.waiting import get_or_none, wait_for
@@ -76,43 +73,6 @@ def kill_9_in_node(env: E2EEnv, pod: Obj) -> int:
     pid = int(info["info"]["pid"])
     docker("exec", node, "kill", "-9", str(pid))
     return pid
-
-
-@dataclass
-class CopyRecorder:
-    """Polls every worker for the copies of the given manager Job uids and remembers each copy uid
-    seen (with its worker). Reachability gaps are recorded, not fatal: a stopped worker is a test."""
-
-    env: E2EEnv
-    namespace: str
-    interval: float = 0.5
-    seen: dict[str, dict[str, str]] = field(default_factory=lambda: defaultdict(dict))  # origin uid → copy uid → worker
-    unreachable: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    _task: asyncio.Task[None] | None = None
-
-    async def _poll(self) -> None:
-        while True:
-            for worker, client in self.env.workers.items():
-                try:
-                    items, _ = await client.list_all(JOBS, self.namespace, label_selector=LABEL_ORIGIN_UID)
-                except Exception:  # API errors, timeouts and aiohttp's errors while a node is stopped
-                    self.unreachable[worker] += 1
-                    continue
-                for j in cast(list[Obj], items):
-                    md = j["metadata"]
-                    self.seen[md["labels"][LABEL_ORIGIN_UID]][md["uid"]] = worker
-            await asyncio.sleep(self.interval)
-
-    def __enter__(self) -> CopyRecorder:
-        self._task = asyncio.get_running_loop().create_task(self._poll())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-
-    def copies_of(self, uid: str) -> dict[str, str]:
-        return dict(self.seen.get(uid, {}))
 
 
 async def finished(env: E2EEnv, ns: str, names: list[str], timeout: float) -> dict[str, Obj]:

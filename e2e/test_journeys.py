@@ -182,16 +182,48 @@ async def test_journey_delete_running_job(controller: E2EEnv) -> None:
     await cleanup(env, ns)
 
 
+def _api_counts(metrics_text: str) -> dict[tuple[str, str, str], float]:
+    """``jobmirror_runtime_api_requests_total`` samples by (cluster, verb, code)."""
+    out: dict[tuple[str, str, str], float] = {}
+    for ln in metrics_text.splitlines():
+        m = re.match(r'jobmirror_runtime_api_requests_total\{(.*)\} (\S+)$', ln)
+        if m:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            out[(labels["cluster"], labels["verb"], labels["code"])] = float(m.group(2))
+    return out
+
+
 async def test_controller_needed_no_more_than_its_rbac(controller: E2EEnv) -> None:
-    """controller: no request was Unauthorized/Forbidden (logs + metrics: RBAC sufficient), still up"""
+    """controller: a whole Job life (dispatch, status, finalizer, copy delete, events) needs no
+    request that is Unauthorized/Forbidden (logs + metrics: RBAC sufficient), and it is still up"""
     env = controller
+    # Its own Job life, so the check covers every kind of write whatever order the tests run in.
+    before = {src: _api_counts(text) for src, text in (await env.controller_metrics()).items()}
+    ns = await namespace(env, "rbac")
+    created = await env.manager.create(JOBS, ns, job_manifest("rbac", image=env.pod_image, seconds=1))
+    uid = created["metadata"]["uid"]
+    await placed(env, ns, "rbac", uid)
+    await wait_condition(env, ns, "rbac", "Complete")
+    await wait_no_copies(env, ns, uid)
+    await env.manager.delete(JOBS, ns, "rbac", propagation="Background")
+    await wait_for(lambda: is_gone(env, ns, "rbac"), timeout=60, what="the manager Job to be deleted")
+
     if env.controller is not None:
         assert env.controller.proc.poll() is None, f"controller exited:\n{env.controller.tail()}"
     text = env.controller_log()
     bad = [ln for ln in text.splitlines() if re.search(r"forbidden", ln, re.IGNORECASE)]
     # Also what is not logged: every API answer is counted by cluster, verb and HTTP code.
+    grew: set[tuple[str, str]] = set()
     for source, metrics in (await env.controller_metrics()).items():
+        for (cluster, verb, code), n in _api_counts(metrics).items():
+            if n > before.get(source, {}).get((cluster, verb, code), 0.0):
+                grew.add((verb, code[0]))
         bad += [f"{source}: {ln}" for ln in metrics.splitlines()
                 if ln.startswith("jobmirror_runtime_api_requests_total{") and re.search(r'code="40[13]"', ln)
                 and not ln.rstrip().endswith(" 0.0")]
     assert not bad, "the controller hit authentication/authorization errors:\n" + "\n".join(bad[:30])
+    # Not vacuous: this Job's life made the controller create, patch/update and delete successfully.
+    for verb in ("POST", "DELETE"):
+        assert (verb, "2") in grew, f"no successful {verb} counted during the Job's life: {sorted(grew)}"
+    assert {("PATCH", "2"), ("PUT", "2")} & grew, f"no successful PATCH/PUT counted: {sorted(grew)}"
+    await cleanup(env, ns)

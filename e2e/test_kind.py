@@ -36,7 +36,6 @@ from e2e.harness import (
     write_token_kubeconfig,
 )
 from e2e.kindops import (
-    CopyRecorder,
     controller_pods,
     docker,
     finished,
@@ -51,6 +50,7 @@ from e2e.steps import cleanup, namespace, placed, wait_condition, wait_no_copies
 from kindbed.clusters import E2E_CONFIG_OVERRIDES
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import EVENTS, JOBS, NAMESPACES, Obj, Resource
+from testkit.copies import CopyRecorder
 from testkit.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
@@ -322,7 +322,7 @@ async def test_kind_leader_deleted_then_killed(controller: E2EEnv) -> None:
     node: the other replica leads within the lease duration each time; no Job lost or run twice"""
     env = controller
     ns = await namespace(env, "leader")
-    with CopyRecorder(env, ns) as rec:
+    async with CopyRecorder(env.workers, ns) as rec:
         names = await _submit(env, ns, "before", 6, seconds=8)
         await asyncio.sleep(2)
         first = await lease_holder(env)
@@ -428,7 +428,7 @@ async def test_kind_rolling_update_with_jobs_in_flight(controller: E2EEnv) -> No
             return True
 
         await wait_for(reachable, timeout=120, what=f"{client.name} reachable")
-    with CopyRecorder(env, ns) as rec:
+    async with CopyRecorder(env.workers, ns) as rec:
         names = await _submit(env, ns, "roll", 8, seconds=6)
         await asyncio.to_thread(env.kubectl, "set", "image", f"deployment/{DEPLOYMENT}", f"controller={new_image}",
                                 "-n", SYSTEM_NS)

@@ -42,6 +42,11 @@ class WorkQueue(Generic[K]):
     def __len__(self) -> int:
         return len(self._queue)
 
+    def idle(self) -> bool:
+        """Nothing queued or being processed (keys waiting on a timer do not count): what a test
+        waits for to know that every pass an event queued has run."""
+        return not self._dirty and not self._processing
+
     def _gauge(self) -> None:
         metrics.QUEUE_DEPTH.labels(self.name).set(len(self._queue))
 

@@ -11,8 +11,10 @@ import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from kubernetes_asyncio.client import Configuration
+
 from jobapi.objects import labels_of
-from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeconfig
+from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
 from kruntime.events import EventRecorder, ObjectEvents, SpamFilter
 from kruntime.httpserver import HealthServer
 from kruntime.identity import IdentityUnavailable, read_identity
@@ -89,14 +91,25 @@ class MirrorController:
         origin = self.origin = cfg.origin_for(manager_id)
         log.info("manager cluster %s; origin %s", manager_id, origin)
         for wcfg in cfg.workers:
-            client = await ClusterClient.from_kubeconfig(wcfg.name, wcfg.kubeconfig, context=wcfg.context,
-                                                         qps=wcfg.qps, burst=wcfg.burst, timeout=cfg.request_timeout,
-                                                         field_manager=FIELD_MANAGER)
+            broken: str | None = None
+            try:
+                client = await ClusterClient.from_kubeconfig(wcfg.name, wcfg.kubeconfig, context=wcfg.context,
+                                                             qps=wcfg.qps, burst=wcfg.burst,
+                                                             timeout=cfg.request_timeout, field_manager=FIELD_MANAGER)
+            except KubeconfigError as exc:
+                # One bad kubeconfig (a broken Secret) must not stop the mirroring to the other
+                # workers: this one stays unhealthy with the reason, and is never contacted.
+                broken = f"unusable kubeconfig: {exc}"
+                log.error("worker %s: %s; it stays unhealthy until restarted with a fixed kubeconfig",
+                          wcfg.name, broken)
+                client = ClusterClient.from_configuration(wcfg.name, Configuration(host="https://unusable.invalid"))
             # Each worker may hold at most 3/4 of the reconcile slots: a hung one cannot stall the rest.
             self.workers[wcfg.name] = WorkerCluster(wcfg, client, kinds=list(self.kinds.values()), origin=origin,
                                                     probe_interval=cfg.health_probe_interval,
-                                                    max_in_flight=max(2, cfg.workers_concurrency * 3 // 4))
-        identities = {w.name: await _worker_identity(w.client) for w in self.workers.values()}
+                                                    max_in_flight=max(2, cfg.workers_concurrency * 3 // 4),
+                                                    config_error=broken)
+        identities = {w.name: None if w.config_error else await _worker_identity(w.client)
+                      for w in self.workers.values()}
         problems = cluster_conflicts(manager_id, identities, origin=cfg.origin)
         if problems:
             raise ConfigError("invalid worker list:\n  " + "\n  ".join(problems))
@@ -236,11 +249,15 @@ class MirrorController:
         spawn = self._spawn
         for informer in self.informers.values():
             spawn(informer.run(), f"manager-{informer.resource.plural}-informer")
-        for w in self.workers.values():
+        usable = [w for w in self.workers.values() if w.config_error is None]
+        for w in usable:
             for informer in w.informers():
                 spawn(informer.run(), f"{w.name}-{informer.resource.plural}-informer")
+        for w in self.workers.values():
             spawn(w.probe_loop(), f"{w.name}-probe")
         for name, we in self.worker_events.items():
+            if self.workers[name].config_error is not None:
+                continue  # never contacted: its kubeconfig could not be loaded
             spawn(we.informer.run(), f"{name}-warning-events")
             spawn(we.check_loop(), f"{name}-unschedulable-check")
         for informer in self.informers.values():
@@ -250,7 +267,7 @@ class MirrorController:
         # answered first); an unreachable one must not hold up the others.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(
-                *(i.synced.wait() for w in self.workers.values() for i in w.informers()),
+                *(i.synced.wait() for w in usable for i in w.informers()),
                 *(w.probed.wait() for w in self.workers.values())), 10)
         for name, informer in self.informers.items():
             claimed = sum(1 for o in informer.items() if self.kinds[name].claims(o, self.cfg))

@@ -141,5 +141,6 @@ async def gc_loop(manager: ClusterClient, workers: list[WorkerCluster], origin: 
             for kind in kinds:
                 await collect_once(manager, workers, origin, kind, manager_cluster,
                                    cache=(caches or {}).get(kind.name))
+            metrics.GC_ROUNDS.inc()
         except Exception:
             log.exception("gc round failed; next round in %.0fs", interval)

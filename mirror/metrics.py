@@ -21,6 +21,8 @@ STATUS_PROPAGATION = Histogram(
 RECONCILE_ERRORS = Counter("jobmirror_reconcile_errors_total", "Reconciles that failed and were retried", ["reason"])
 WORKER_UP = Gauge("jobmirror_worker_up", "1 when the worker is reachable and its watch is healthy", ["worker"])
 REDISPATCHES = Counter("jobmirror_redispatches_total", "Jobs moved off a lost worker", ["from_worker", "to_worker"])
+GC_ROUNDS = Counter("jobmirror_gc_rounds_total", "GC rounds completed (every kind, every healthy worker): "
+                    "flat while copies exist means orphans are not being collected")
 GC_DELETIONS = Counter("jobmirror_gc_deletions_total", "Orphaned or stale remote copies deleted", ["worker", "reason"])
 REMOTE_DELETES = Counter("jobmirror_remote_deletes_total", "Remote copies deleted", ["worker", "reason"])
 HEALTH_PROBE_FAILURES = Counter("jobmirror_worker_probe_failures_total", "Failed worker health probes", ["worker"])

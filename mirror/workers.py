@@ -61,6 +61,13 @@ class KindCopies:
 
 
 class WorkerCluster:
+    """One worker: its client, copy caches and health.
+
+    ``config_error`` set: its kubeconfig could not be loaded (bad YAML, missing context or
+    file). The worker is kept in the list, unhealthy with that reason, and never contacted, so
+    one broken kubeconfig Secret does not stop the mirroring to the others.
+    """
+
     def __init__(
         self,
         cfg: Worker,
@@ -71,6 +78,7 @@ class WorkerCluster:
         probe_interval: float = 5.0,
         max_in_flight: int = 8,
         clock: Callable[[], float] = time.monotonic,
+        config_error: str | None = None,
     ) -> None:
         self.cfg = cfg
         self.name = cfg.name
@@ -82,7 +90,9 @@ class WorkerCluster:
         self.is_manager = False
         self.kinds = {kind.name: KindCopies(kind, client, origin) for kind in kinds}
         self.probe_ok = False
-        self.last_error: str | None = "not probed yet"
+        #: why this worker's kubeconfig could not be loaded: unhealthy until a restart with a fixed one
+        self.config_error = config_error
+        self.last_error: str | None = config_error or "not probed yet"
         self.unhealthy_since: float | None = clock()
         self.in_flight = asyncio.Semaphore(max_in_flight)
         #: set once the first probe has answered either way, so the first placements see every worker
@@ -115,7 +125,8 @@ class WorkerCluster:
 
     @property
     def healthy(self) -> bool:
-        return self.probe_ok and all(i.healthy and i.synced.is_set() for i in self.informers())
+        return (self.config_error is None and self.probe_ok
+                and all(i.healthy and i.synced.is_set() for i in self.informers()))
 
     def unhealthy_for(self) -> float:
         """Seconds this worker has been unhealthy (0 when healthy)."""
@@ -143,6 +154,11 @@ class WorkerCluster:
             self._set_health(False, error)
 
     async def probe_once(self) -> None:
+        if self.config_error is not None:  # nothing to ask: keep the reason visible (metric, /status)
+            self._set_health(False, self.config_error)
+            self.probed.set()
+            return
+
         def before_sleep(state: RetryCallState) -> None:
             metrics.HEALTH_PROBE_FAILURES.labels(self.name).inc()
             exc = state.outcome.exception() if state.outcome else None

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import EVENTS, JOBS, Obj
+from mirror import metrics
 from mirror.config import Config, Worker
 from mirror.controller import MirrorController
 from mirror.naming import DEFAULT_CONTROLLER_NAME, LABEL_ORIGIN_UID
@@ -69,6 +72,45 @@ def cond(job: Obj | None, ctype: str) -> str | None:
     return None
 
 
+def reconcile_errors() -> dict[str, float]:
+    """``jobmirror_reconcile_errors_total`` by reason, as this process counts them now."""
+    return {s.labels["reason"]: s.value for m in metrics.RECONCILE_ERRORS.collect() for s in m.samples
+            if s.name.endswith("_total")}
+
+
+def syncs() -> float:
+    """Reconcile passes run so far in this process (``jobmirror_sync_duration_seconds`` count)."""
+    return next(s.value for m in metrics.SYNC_LATENCY.collect() for s in m.samples if s.name.endswith("_count"))
+
+
+async def wait_syncs(more: int, timeout: float = 60) -> None:
+    """Wait for ``more`` reconcile passes from now: a positive signal that the controller looked again."""
+    target = syncs() + more
+    await wait_for(lambda: asyncio.sleep(0, syncs() >= target), timeout=timeout, what=f"{more} more reconciles")
+
+
+def gc_rounds() -> float:
+    return next(s.value for m in metrics.GC_ROUNDS.collect() for s in m.samples if s.name.endswith("_total"))
+
+
+async def wait_gc_rounds(more: int, timeout: float = 60) -> None:
+    """Wait for ``more`` completed GC rounds from now (the positive signal "GC looked and kept it")."""
+    target = gc_rounds() + more
+    await wait_for(lambda: asyncio.sleep(0, gc_rounds() >= target), timeout=timeout, what=f"{more} more GC rounds")
+
+
+class LogTrap(logging.Handler):
+    """Keeps the controller's records that signal trouble: an exception logged, or ERROR and above."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name.split(".")[0] in ("mirror", "kruntime") and (record.exc_info or record.levelno >= logging.ERROR):
+            self.records.append(record)
+
+
 @dataclass
 class MirrorEnv:
     ns: str
@@ -78,6 +120,29 @@ class MirrorEnv:
     clusters: dict[str, LocalCluster]
     config: Config
     controllers: list[tuple[MirrorController, asyncio.Task[None]]] = field(default_factory=list)
+    #: reconcile error reasons (``jobmirror_reconcile_errors_total``) this test provokes on purpose
+    expected_errors: set[str] = field(default_factory=set)
+    #: regexes of logged exceptions/errors this test provokes on purpose
+    expected_logs: list[str] = field(default_factory=list)
+    errors_before: dict[str, float] = field(default_factory=reconcile_errors)
+    trap: LogTrap = field(default_factory=LogTrap)
+
+    def expect_errors(self, *reasons: str, logs: Iterable[str] = ()) -> None:
+        """Declare what this test provokes: reconcile error reasons and log-message regexes."""
+        self.expected_errors.update(reasons)
+        self.expected_logs.extend(logs)
+
+    def check_clean(self) -> None:
+        """The end of every mirror test: no unexpected exception logged, only provoked error kinds."""
+        after = reconcile_errors()
+        new = {r: after[r] - self.errors_before.get(r, 0) for r in after if after[r] > self.errors_before.get(r, 0)}
+        unexpected = {r: n for r, n in new.items() if r not in self.expected_errors}
+        assert not unexpected, f"reconcile_errors_total grew for reasons this test did not provoke: {unexpected}"
+        bad = [r for r in self.trap.records
+               if not any(re.search(p, r.getMessage()) for p in self.expected_logs)]
+        assert not bad, "the controller logged unexpected errors/exceptions:\n" + "\n".join(
+            f"{r.levelname} {r.name}: {r.getMessage()}"
+            + (f"\n{logging.Formatter().formatException(r.exc_info)}" if r.exc_info else "") for r in bad[:10])
 
     def config_with(self, **over: Any) -> Config:
         return self.config.model_copy(update=over)
@@ -95,10 +160,19 @@ class MirrorEnv:
         """Kill a controller (the last started by default) as abruptly as cancellation allows."""
         pair = next(p for p in reversed(self.controllers) if ctrl is None or p[0] is ctrl)
         self.controllers.remove(pair)
-        pair[1].cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await pair[1]
-        await pair[0].stop()
+        task = pair[1]
+        task.cancel()
+        ended: BaseException | None = None
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # it crashed (before or while we cancelled it): that fails the test
+            ended = exc
+        finally:
+            await pair[0].stop()
+        if ended is not None:
+            raise AssertionError(f"the controller task ended with an exception: {ended!r}") from ended
 
     async def create(self, job: Obj, client: ClusterClient | None = None) -> Obj:
         return await (client or self.manager).create(JOBS, self.ns, job)
@@ -171,8 +245,15 @@ async def mirror_env(
         **config,
     }
     env = MirrorEnv(ns, settings["origin"], manager, wclients, clusters, Config(**settings))
+    root = logging.getLogger()
+    root.addHandler(env.trap)
     try:
         yield env
-    finally:
         while env.controllers:
             await env.stop()
+        env.check_clean()
+    finally:
+        root.removeHandler(env.trap)
+        while env.controllers:
+            with contextlib.suppress(Exception):  # already failing: stop the rest, keep the first error
+                await env.stop()

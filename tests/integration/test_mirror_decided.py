@@ -115,6 +115,7 @@ async def test_after_a_redispatch_indexes_are_the_deciding_runs(client_for: Clie
     rewrite, which the API server allows once the mirror dropped startTime), so run 2's pods fail.
     """
     async with mirror_env(client_for, cluster, ns, worker_lost_timeout=5.0) as env:
+        env.expect_errors("transport", "conflict")  # worker-1 is stopped; the test rewrites the Job
         w1 = env.clusters["worker-1"]
         await env.start()
         await env.create(make_job("runs", completions=2, parallelism=1, duration_ms=2500, indexed=True,

@@ -9,10 +9,11 @@ import pytest
 
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
-from kruntime.resources import JOBS, PODS
+from kruntime.resources import JOBS, PODS, Obj
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER, LABEL_ORIGIN, LABEL_ORIGIN_UID
+from testkit.copies import CopyRecorder
 from tests.conftest import wait_for
-from tests.integration.mirror_env import cond, make_job, mirror_env
+from tests.integration.mirror_env import cond, make_job, mirror_env, wait_syncs
 
 pytestmark = pytest.mark.integration
 
@@ -95,30 +96,38 @@ async def test_failing_job_ends_failed_with_failure_target_first(client_for: Cli
 
 
 async def test_indexed_job_with_success_policy(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    """The success policy, not the completion count, ends the Job: one pod at a time in index
+    order, so when index 0 succeeds indexes 1-2 have not run; the worker's verdict (reason
+    SuccessPolicy, completedIndexes "0", succeeded 1 of 3) is mirrored as is."""
     async with mirror_env(client_for, cluster, ns) as env:
         await env.start()
         policy = {"rules": [{"succeededIndexes": "0"}]}
-        # Index 0 succeeds fast; the others would run long: the success policy ends the Job.
-        job = make_job("indexed", completions=3, parallelism=3, indexed=True, success_policy=policy,
-                       duration_ms=300)
+        job = make_job("indexed", completions=3, parallelism=1, indexed=True, success_policy=policy,
+                       duration_ms=2000)
         await env.create(job)
         done = await env.wait_condition("indexed", "Complete", timeout=90)
         scm = next(c for c in done["status"]["conditions"] if c["type"] == "SuccessCriteriaMet")
         assert scm["status"] == "True"
-        assert scm["reason"] in ("SuccessPolicy", "CompletionsReached")
-        assert "0" in done["status"]["completedIndexes"].split(",")[0].split("-")[0]
+        assert scm["reason"] == "SuccessPolicy", scm
+        complete = next(c for c in done["status"]["conditions"] if c["type"] == "Complete")
+        assert complete["reason"] == "SuccessPolicy", complete
+        assert done["status"]["completedIndexes"] == "0", done["status"]
+        assert done["status"]["succeeded"] == 1, done["status"]
+        assert types_in_order(done).index("SuccessCriteriaMet") <= types_in_order(done).index("Complete")
 
 
 async def test_suspended_at_creation_gets_no_copy_until_resumed(client_for: ClientFor, cluster: ClusterFn,
                                                                 ns: str) -> None:
     async with mirror_env(client_for, cluster, ns) as env:
+        env.expect_errors("conflict")  # the test writes the manager Job while the controller does
         await env.start()
         created = await env.create(make_job("susp", suspend=True))
         uid = created["metadata"]["uid"]
         j = await env.wait_condition("susp", "Suspended", timeout=30)
         assert ANNOTATION_CLUSTER not in (j["metadata"].get("annotations") or {})
-        await asyncio.sleep(3)  # more than one resync: still no copy
-        assert await env.copies(uid) == {}
+        async with CopyRecorder(env.workers, ns) as rec:
+            await wait_syncs(3)  # the controller looked at it again (resync): still no copy anywhere
+            assert await env.copies(uid) == {} and rec.copies_of(uid) == {}
         await env.manager.patch(JOBS, ns, "susp", {"spec": {"suspend": False}})
         done = await env.wait_condition("susp", "Complete", timeout=90)
         suspended = next(c for c in done["status"]["conditions"] if c["type"] == "Suspended")
@@ -127,6 +136,7 @@ async def test_suspended_at_creation_gets_no_copy_until_resumed(client_for: Clie
 
 async def test_suspend_mid_run_propagates_and_resumes(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
     async with mirror_env(client_for, cluster, ns) as env:
+        env.expect_errors("conflict")  # the test writes the manager Job while the controller does
         await env.start()
         created = await env.create(make_job("mid", duration_ms=4000, completions=2, parallelism=2))
         uid = created["metadata"]["uid"]
@@ -143,8 +153,13 @@ async def test_suspend_mid_run_propagates_and_resumes(client_for: ClientFor, clu
             return any(c["spec"].get("suspend") and cond(c, "Suspended") == "True" for c in copies.values())
 
         await wait_for(remote_suspended, timeout=30, what="remote copy suspended")
-        j = await env.wait_condition("mid", "Suspended", timeout=30)
-        assert not (j["status"].get("active") or 0) or True  # pods terminate asynchronously
+        await env.wait_condition("mid", "Suspended", timeout=30)
+
+        async def none_active() -> bool:  # the copy's pods terminate asynchronously, then active drops to 0
+            j = await env.get("mid")
+            return bool(j) and cond(j, "Suspended") == "True" and not (j.get("status") or {}).get("active")
+
+        await wait_for(none_active, timeout=60, what="manager shows Suspended with no active pods")
         await env.manager.patch(JOBS, ns, "mid", {"spec": {"suspend": False}})
         done = await env.wait_condition("mid", "Complete", timeout=90)
         assert done["status"]["succeeded"] == 2
@@ -176,28 +191,35 @@ async def test_a_burst_of_jobs_is_spread_over_both_workers(client_for: ClientFor
 
 
 async def test_parallelism_change_propagates(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
-    async with mirror_env(client_for, cluster, ns) as env:
+    """A parallelism change is patched into the running copy (same copy, not a new one) and its
+    effect, three active pods, comes back to the manager."""
+    async with mirror_env(client_for, cluster, ns) as env, CopyRecorder(env.workers, ns) as rec:
+        env.expect_errors("conflict")  # the test writes the manager Job while the controller does
         await env.start()
         created = await env.create(make_job("par", completions=4, parallelism=1, duration_ms=20000))
         uid = created["metadata"]["uid"]
-        await wait_for(lambda: env.copies(uid), timeout=30, what="copy")
+        (_, first), = (await wait_for(lambda: env.copies(uid), timeout=30, what="copy")).items()
+        assert first["spec"]["parallelism"] == 1
         await env.manager.patch(JOBS, ns, "par", {"spec": {"parallelism": 3}})
 
-        async def remote_par() -> bool:
+        async def remote_par() -> Obj | None:
             c = list((await env.copies(uid)).values())
-            return bool(c) and c[0]["spec"]["parallelism"] == 3
+            return c[0] if c and c[0]["spec"]["parallelism"] == 3 else None
 
-        await wait_for(remote_par, timeout=30, what="remote parallelism 3")
+        patched = await wait_for(remote_par, timeout=30, what="remote parallelism 3")
+        assert patched["metadata"]["uid"] == first["metadata"]["uid"], "the copy was replaced, not patched"
 
         async def three_active() -> bool:
             j = await env.get("par")
             return bool(j) and (j.get("status") or {}).get("active") == 3
 
         await wait_for(three_active, timeout=30, what="manager active=3")
+        assert list(rec.copies_of(uid)) == [first["metadata"]["uid"]], rec.copies_of(uid)
 
 
 async def test_deleting_manager_job_deletes_remote_first(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
     async with mirror_env(client_for, cluster, ns) as env:
+        env.expect_errors("conflict")  # the test writes the manager Job while the controller does
         await env.start()
         created = await env.create(make_job("del", duration_ms=60000))
         uid = created["metadata"]["uid"]
@@ -217,7 +239,9 @@ async def test_deleting_manager_job_deletes_remote_first(client_for: ClientFor, 
 
 
 async def test_remote_deleted_by_hand_is_recreated(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
-    async with mirror_env(client_for, cluster, ns) as env:
+    """A copy deleted by hand is re-created once, on the same worker, and the Job completes there
+    with the new copy's counts; the old and new copies never coexist."""
+    async with mirror_env(client_for, cluster, ns) as env, CopyRecorder(env.workers, ns) as rec:
         await env.start()
         created = await env.create(make_job("again", duration_ms=3000))
         uid = created["metadata"]["uid"]
@@ -225,12 +249,17 @@ async def test_remote_deleted_by_hand_is_recreated(client_for: ClientFor, cluste
         (wname, remote), = copies.items()
         await env.workers[wname].delete(JOBS, ns, remote["metadata"]["name"])
 
-        async def recreated() -> bool:
+        async def recreated() -> Obj | None:
             c = await env.copies(uid)
-            return any(x["metadata"]["uid"] != remote["metadata"]["uid"] for x in c.values())
+            return next((x for x in c.values() if x["metadata"]["uid"] != remote["metadata"]["uid"]), None)
 
-        await wait_for(recreated, timeout=30, what="copy re-created")
-        await env.wait_condition("again", "Complete", timeout=90)
+        again = await wait_for(recreated, timeout=30, what="copy re-created")
+        done = await env.wait_condition("again", "Complete", timeout=90)
+        assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == wname
+        assert done["status"]["succeeded"] == 1 and not done["status"].get("failed"), done["status"]
+        seen = rec.copies_of(uid)
+        assert seen == {remote["metadata"]["uid"]: wname, again["metadata"]["uid"]: wname}, seen
+        assert not rec.overlapping(uid), rec.overlapping(uid)
 
 
 async def test_foreign_managed_by_is_never_touched(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
@@ -278,6 +307,7 @@ async def test_rejected_status_write_is_evented_counted_and_retried(client_for: 
         try:
             await asyncio.sleep(2)  # policies take effect asynchronously
             before = metrics.STATUS_WRITES.labels("rejected")._value.get()
+            env.expect_errors("status_rejected")
             await env.start()
             await env.create(make_job("refused"))
             ev = await env.wait_event("refused", "StatusRejected", timeout=60)

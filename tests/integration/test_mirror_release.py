@@ -31,6 +31,7 @@ JOB_NAME_LABEL = JOB_NAME_LABELS[1]
 async def test_deleted_job_on_an_unreachable_worker_is_released_after_worker_lost_timeout(
         client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
     async with mirror_env(client_for, cluster, ns, worker_lost_timeout=8.0) as env:
+        env.expect_errors("transport", "conflict")  # worker-2 is stopped; the test deletes the Job
         await env.start()
         created = await env.create(make_job("held", duration_ms=60000, annotations={ANNOTATION_PIN: "worker-2"}))
         uid = created["metadata"]["uid"]
@@ -132,6 +133,7 @@ async def test_orphan_annotation_orphans_the_copys_pods_on_the_worker(client_for
 async def test_foreground_annotation_holds_the_manager_job_until_the_remote_pods_are_gone(
         client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
     async with mirror_env(client_for, cluster, ns) as env:
+        env.expect_errors("conflict")  # the test deletes the Job while the controller writes it
         await env.start()
         await _running_on_worker_1(env, "fg", "Foreground")
         await env.manager.delete(JOBS, ns, "fg")

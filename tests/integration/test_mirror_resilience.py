@@ -16,9 +16,11 @@ import pytest
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
 from kruntime.resources import JOBS, Obj
-from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER
+from mirror.job_kind import JOB_KIND
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER, LABEL_ORIGIN_UID
+from testkit.copies import CopyRecorder
 from tests.conftest import WORKER_1, WORKER_2, ensure_namespace, wait_for
-from tests.integration.mirror_env import make_job, mirror_env
+from tests.integration.mirror_env import make_job, mirror_env, wait_gc_rounds, wait_syncs
 
 ClientFor = Callable[[ClusterSpec], Awaitable[ClusterClient]]
 ClusterFn = Callable[[ClusterSpec], LocalCluster]
@@ -48,7 +50,7 @@ async def test_orphan_remote_is_garbage_collected(client_for: ClientFor, cluster
 @pytest.mark.integration
 async def test_restart_mid_run_converges_without_duplicates(client_for: ClientFor, cluster: ClusterFn,
                                                             ns: str) -> None:
-    async with mirror_env(client_for, cluster, ns) as env:
+    async with mirror_env(client_for, cluster, ns) as env, CopyRecorder(env.workers, ns) as rec:
         ctrl = await env.start()
         jobs = [await env.create(make_job(f"r{i}", duration_ms=2500)) for i in range(6)]
         await asyncio.sleep(0.4)  # kill it while dispatches are in flight
@@ -59,9 +61,10 @@ async def test_restart_mid_run_converges_without_duplicates(client_for: ClientFo
         for j in jobs:
             name = j["metadata"]["name"]
             placed = (await env.get(name))["metadata"]["annotations"][ANNOTATION_CLUSTER]  # type: ignore[index]
-            # Exactly the placement worker ever ran it: the other worker never had a copy.
-            other = next(w for w in env.workers if w != placed)
-            assert await env.get(name, env.workers[other]) is None
+            # Exactly one copy was ever made (watched, so even a short-lived second one counts),
+            # on the placement worker.
+            assert list(rec.copies_of(j["metadata"]["uid"]).values()) == [placed], (name, rec.copies_of(
+                j["metadata"]["uid"]))
 
 
 @pytest.mark.integration
@@ -75,7 +78,7 @@ async def test_lagging_manager_cache_never_deletes_the_copy_just_created(
     on. That copy must survive: it is ours and current. (The 100-Job benchmark caught
     the old code deleting and re-creating it.)
     """
-    async with mirror_env(client_for, cluster, ns) as env:
+    async with mirror_env(client_for, cluster, ns) as env, CopyRecorder(env.workers, ns) as rec:
         ctrl = await env.start()
 
         async def synced() -> bool:
@@ -99,9 +102,11 @@ async def test_lagging_manager_cache_never_deletes_the_copy_just_created(
         uid = created["metadata"]["uid"]
         copies = await wait_for(lambda: env.copies(uid), timeout=30, what="copy")
         (worker, first_copy), = copies.items()
-        await asyncio.sleep(3.5)  # past the lag: every pass so far ran on the stale object
-        assert (await env.copies(uid))[worker]["metadata"]["uid"] == first_copy["metadata"]["uid"]
-        await env.wait_condition("lagged", "Complete", timeout=60)
+        done = await env.wait_condition("lagged", "Complete", timeout=60)
+        assert time.monotonic() - first_seen[f"{ns}/lagged"][0] > 3.0, "finished inside the lag: nothing tested"
+        # The one copy made ran to the end: never deleted and re-created.
+        assert rec.copies_of(uid) == {first_copy["metadata"]["uid"]: worker}, rec.copies_of(uid)
+        assert done["status"]["succeeded"] == 1
         reasons = [(e["reason"], e.get("count"), e["message"]) for e in await env.events("lagged")]
         assert not [r for r in reasons if r[0] == "RemoteDeleted" and "(stale)" in r[2]], reasons
         assert [r[1] for r in reasons if r[0] == "Dispatched"] == [1], reasons
@@ -110,7 +115,8 @@ async def test_lagging_manager_cache_never_deletes_the_copy_just_created(
 @pytest.mark.integration
 async def test_copy_is_adopted_when_the_placement_annotation_is_removed(client_for: ClientFor, cluster: ClusterFn,
                                                                        ns: str) -> None:
-    async with mirror_env(client_for, cluster, ns) as env:
+    async with mirror_env(client_for, cluster, ns) as env, CopyRecorder(env.workers, ns) as rec:
+        env.expect_errors("conflict")  # the test writes the manager Job while the controller does
         await env.start()
         created = await env.create(make_job("unplaced", duration_ms=4000))
         uid = created["metadata"]["uid"]
@@ -126,8 +132,8 @@ async def test_copy_is_adopted_when_the_placement_annotation_is_removed(client_f
         assert done["status"]["succeeded"] == 1
         reasons = [(e["reason"], e.get("count")) for e in await env.events("unplaced")]
         assert ("Dispatched", 1) in reasons and not [r for r in reasons if r[0] == "Dispatched" and r[1] != 1]
-        copies = await env.copies(uid)
-        assert not copies or copies[worker]["metadata"]["uid"] == first_copy["metadata"]["uid"]
+        # Adopted: the first copy is the only one there ever was.
+        assert rec.copies_of(uid) == {first_copy["metadata"]["uid"]: worker}, rec.copies_of(uid)
 
 
 @pytest.mark.integration
@@ -135,7 +141,7 @@ async def test_two_managers_share_a_worker_without_touching_each_other(
     client_for: ClientFor, cluster: ClusterFn, ns: str
 ) -> None:
     """Manager A is the manager cluster, manager B is worker-2's API server; both use worker-1."""
-    async with mirror_env(client_for, cluster, ns, workers=(WORKER_1,)) as env:
+    async with mirror_env(client_for, cluster, ns, workers=(WORKER_1,)) as env, CopyRecorder(env.workers, ns) as rec:
         b_manager = await client_for(WORKER_2)
         await ensure_namespace(b_manager, ns)
         b_cfg = env.config_with(manager_kubeconfig=env.clusters["manager"].kubeconfig.parent.parent / "worker-2"
@@ -155,8 +161,11 @@ async def test_two_managers_share_a_worker_without_touching_each_other(
 
         await env.wait_condition("from-a", "Complete", timeout=90)
         await wait_for(b_complete, timeout=90, what="manager B's Job Complete")
-        await asyncio.sleep(5)  # > 2 GC rounds of each controller
-        assert a["metadata"]["uid"] != b["metadata"]["uid"]
+        await wait_gc_rounds(5)  # ≥ 2 GC rounds of each controller, each seeing the other's copies
+        # Each manager's Job ran in exactly one copy: neither GC deleted the other's, forcing a re-run.
+        for j in (a, b):
+            assert len(rec.copies_of(j["metadata"]["uid"])) == 1, (j["metadata"]["name"],
+                                                                   rec.copies_of(j["metadata"]["uid"]))
 
         # exactly one "same" copy exists on worker-1 and it was never replaced
         w1 = env.workers["worker-1"]
@@ -175,8 +184,12 @@ async def test_two_managers_share_a_worker_without_touching_each_other(
             return any(e["reason"] == "NameCollision" for e in evs)
 
         await wait_for(collision_reported, timeout=30, what="NameCollision event")
+        await wait_gc_rounds(2)
         again = await env.get("same", w1)
         assert again is not None and again["metadata"]["uid"] == same["metadata"]["uid"]
+        winner_uid = same["metadata"]["labels"][LABEL_ORIGIN_UID]
+        assert rec.copies_of(winner_uid) == {same["metadata"]["uid"]: "worker-1"}, rec.copies_of(winner_uid)
+        assert rec.copies_of(loser["metadata"]["uid"]) == {}, "the colliding Job got a copy"
 
 
 @pytest.mark.integration
@@ -186,17 +199,19 @@ async def test_foreign_remote_job_with_same_name_is_never_deleted_or_overwritten
     async with mirror_env(client_for, cluster, ns) as env:
         w1 = env.workers["worker-1"]
         foreign = await env.create(make_job("clash", managed_by=None, duration_ms=60000), client=w1)
+        env.expect_errors("conflict")  # the test writes the manager Job while the controller does
         await env.start()
         await env.create(make_job("clash", annotations={ANNOTATION_PIN: "worker-1"}))
         await env.wait_event("clash", "NameCollision")
-        await asyncio.sleep(3)
+        await wait_syncs(2)  # it looked again (collision retries) and still left the foreign Job alone
+        await wait_gc_rounds(2)
         still = await env.get("clash", w1)
         assert still is not None and still["metadata"]["uid"] == foreign["metadata"]["uid"]
         assert still["spec"] == {**still["spec"], **{k: v for k, v in foreign["spec"].items()}}
         # deleting the manager Job must not delete the foreign Job either
         await env.manager.delete(JOBS, ns, "clash")
         await env.wait_gone("clash")
-        await asyncio.sleep(3)
+        await wait_gc_rounds(2)  # GC is who could still delete it now
         after = await env.get("clash", w1)
         assert after is not None and after["metadata"]["uid"] == foreign["metadata"]["uid"]
 
@@ -206,8 +221,9 @@ async def test_finished_job_is_not_dispatched_again_after_remote_vanishes(
     client_for: ClientFor, cluster: ClusterFn, ns: str
 ) -> None:
     """A worker-side TTL (or anyone) deleting a finished copy must not re-run the Job."""
-    async with mirror_env(client_for, cluster, ns, keep_finished_remote=True) as env:
-        await env.start()
+    async with mirror_env(client_for, cluster, ns, keep_finished_remote=True) as env, \
+            CopyRecorder(env.workers, ns) as rec:
+        ctrl = await env.start()
         created = await env.create(make_job("ttl"))
         uid = created["metadata"]["uid"]
         await env.wait_condition("ttl", "Complete", timeout=90)
@@ -215,8 +231,15 @@ async def test_finished_job_is_not_dispatched_again_after_remote_vanishes(
         assert copies  # kept (keepFinishedRemote); now it vanishes as a worker TTL would delete it
         for wname, c in copies.items():
             await env.workers[wname].delete(JOBS, ns, c["metadata"]["name"])
-        await asyncio.sleep(5)
+
+        async def deletion_handled() -> bool:
+            # The cache dropping the copy queued a pass (same step); the queue idle = that pass ran.
+            return all(w.copy_of(JOB_KIND, uid) is None for w in ctrl.workers.values()) and ctrl.queue.idle()
+
+        await wait_for(deletion_handled, timeout=30, what="the controller handled the copy's deletion")
+        await wait_gc_rounds(1)
         assert await env.copies(uid) == {}
+        assert set(rec.copies_of(uid)) == {c["metadata"]["uid"] for c in copies.values()}, "dispatched again"
         j = await env.get("ttl")
         assert j is not None and j["status"]["succeeded"] == 1
         assert FINALIZER not in (j["metadata"].get("finalizers") or [])
@@ -227,6 +250,7 @@ async def test_black_holed_worker_does_not_delay_the_other(client_for: ClientFor
                                                            ns: str) -> None:
     """worker-1's API server is frozen (accepts TCP, never answers): worker-2 keeps flowing."""
     async with mirror_env(client_for, cluster, ns, request_timeout=3.0) as env:
+        env.expect_errors("transport")
         ctrl = await env.start()
         w1 = env.clusters["worker-1"]
         stuck = await env.create(make_job("stuck", duration_ms=60000, annotations={ANNOTATION_PIN: "worker-1"}))
@@ -263,11 +287,13 @@ async def test_black_holed_worker_does_not_delay_the_other(client_for: ClientFor
 @pytest.mark.chaos
 async def test_lost_worker_redispatch_and_stale_copy_removed(client_for: ClientFor, cluster: ClusterFn,
                                                              ns: str) -> None:
-    async with mirror_env(client_for, cluster, ns, worker_lost_timeout=6.0) as env:
+    async with mirror_env(client_for, cluster, ns, worker_lost_timeout=6.0) as env, \
+            CopyRecorder(env.workers, ns) as rec:
+        env.expect_errors("transport", "conflict")  # worker-1 stopped; the test unpins the Job
         await env.start()
         w1 = env.clusters["worker-1"]
         created = await env.create(make_job("moved", duration_ms=4000, annotations={ANNOTATION_PIN: "worker-1"}))
-        created["metadata"]["uid"]
+        uid = created["metadata"]["uid"]
 
         async def running_on_w1() -> bool:
             j = await env.get("moved")
@@ -294,14 +320,17 @@ async def test_lost_worker_redispatch_and_stale_copy_removed(client_for: ClientF
             return await env.get("moved", w1_client) is None
 
         await wait_for(stale_removed, timeout=60, what="stale copy on returned worker-1 deleted")
+        # One copy on each worker over the whole run: the re-dispatch made exactly one.
+        assert sorted(rec.copies_of(uid).values()) == ["worker-1", "worker-2"], rec.copies_of(uid)
 
 
 @pytest.mark.chaos
 async def test_cleanup_on_an_unreachable_worker_is_retried_until_it_succeeds(
     client_for: ClientFor, cluster: ClusterFn, ns: str
 ) -> None:
-    async with mirror_env(client_for, cluster, ns) as env:
-        await env.start()
+    async with mirror_env(client_for, cluster, ns) as env, CopyRecorder(env.workers, ns) as rec:
+        env.expect_errors("transport", "conflict")  # worker-2 stopped; the test deletes the Job
+        ctrl = await env.start()
         created = await env.create(make_job("gone", duration_ms=60000, annotations={ANNOTATION_PIN: "worker-2"}))
         uid = created["metadata"]["uid"]
         copies = await wait_for(lambda: env.copies(uid), timeout=30, what="copy on worker-2")
@@ -309,8 +338,10 @@ async def test_cleanup_on_an_unreachable_worker_is_retried_until_it_succeeds(
         w2 = env.clusters["worker-2"]
         w2.stop()
         try:
+            await wait_for(lambda: asyncio.sleep(0, not ctrl.workers["worker-2"].healthy), timeout=60,
+                           what="worker-2 seen unreachable")
             await env.manager.delete(JOBS, ns, "gone")
-            await asyncio.sleep(6)
+            await wait_syncs(3)  # passes ran on the deleted Job while its copy was unreachable
             # The finalizer holds the manager Job while its copy cannot be deleted.
             held = await env.get("gone")
             assert held is not None and held["metadata"].get("deletionTimestamp")
@@ -318,8 +349,10 @@ async def test_cleanup_on_an_unreachable_worker_is_retried_until_it_succeeds(
         finally:
             w2.start()
         await env.wait_gone("gone", timeout=60)
+        # The finalizer was released only after the copy was deleted (background propagation).
         after = await env.get("gone", env.workers["worker-2"])
-        assert after is None or after["metadata"]["uid"] != remote_uid
+        assert after is None, after
+        assert rec.copies_of(uid) == {remote_uid: "worker-2"}, rec.copies_of(uid)
 
 
 @pytest.mark.integration

@@ -114,3 +114,20 @@ async def test_get_raises_after_shutdown() -> None:
     await q.shutdown()
     with pytest.raises(ShutDown):
         await q.get()
+
+
+async def test_idle_only_when_nothing_is_queued_or_processing() -> None:
+    q: WorkQueue[str] = WorkQueue("t")
+    assert q.idle()
+    q.add("a")
+    assert not q.idle()
+    key = await q.get()
+    assert not q.idle()  # being processed
+    q.add("a")  # re-added while processing: dirty, runs again after done
+    q.done(key)
+    assert not q.idle()
+    q.done(await q.get())
+    assert q.idle()
+    q.add_after("b", 60)  # a timer does not count
+    assert q.idle()
+    await q.shutdown()
