@@ -47,6 +47,7 @@ RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 #: short intervals so a fault is noticed and repaired within seconds
 TIMINGS = {"resyncPeriod": 2.0, "gcInterval": 2.0, "workerLostTimeout": 6.0, "healthProbeInterval": 0.5,
            "requestTimeout": 3.0}
+WAVES, WAVE_GAP = 5, 2.5  # Jobs are created over the first ~10 s
 LEADER_ELECTION = {"leaseDuration": 4, "renewDeadline": 3, "retryPeriod": 1}
 
 
@@ -192,6 +193,16 @@ class Run:
             await asyncio.sleep(0.25)
         raise RuntimeError(f"no controller reported {worker} up within {timeout:.0f}s of its return")
 
+    async def wait_watching(self, cluster: str, timeout: float = 60) -> None:
+        """Until the checker's watches on ``cluster`` have reconnected (relisted), so nothing it
+        records after the fault window is a stale view of the outage."""
+        assert self.checker is not None
+        deadline = time.time() + timeout
+        while not self.checker.watching(cluster):
+            if time.time() > deadline:
+                raise RuntimeError(f"the checker's watches on {cluster} did not reconnect within {timeout:.0f}s")
+            await asyncio.sleep(0.1)
+
     async def at(self, seconds: float) -> None:
         """Sleep until ``seconds`` after the run started."""
         await asyncio.sleep(max(0.0, self.t0 + seconds - time.time()))
@@ -230,7 +241,8 @@ async def _api_server_down(run: Run, worker: str, how: str) -> None:
         # The fault lasts until the controller has seen the worker again: until then nothing it
         # could do would stop the returned worker's Job controller running the stale copy.
         await run.wait_worker_up(worker)
-        run.note(f"controller sees {worker} up again")
+        await run.wait_watching(worker)
+        run.note(f"controller (and checker) see {worker} up again")
 
 
 async def worker_stopped(run: Run) -> None:
@@ -250,6 +262,7 @@ async def manager_restart(run: Run) -> None:
         await asyncio.to_thread(cl.stop)
         await asyncio.sleep(run.rng.uniform(3, 6))
         await asyncio.to_thread(cl.start)
+        await run.wait_watching("manager")
         run.note("manager API server back")
 
 
@@ -433,12 +446,17 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
                     f"faults {len(checker.faults)}")
 
         async def submit_all() -> None:
-            subs = await asyncio.gather(*(
-                submit(run.clients[m], run.ns, job_mix(n, rng), create_concurrency) for m in run.managers))
-            errors = [e for s in subs for e in s.errors]
-            if errors:
-                raise RuntimeError(f"{len(errors)} Jobs not created, e.g. {errors[0]}")
-            run.submitted = sum(len(s.acked) for s in subs)
+            # In WAVES waves WAVE_GAP s apart, so faults also meet dispatches, not only running copies.
+            mixes = {m: job_mix(n, rng) for m in run.managers}
+            for w in range(WAVES):
+                subs = await asyncio.gather(*(
+                    submit(run.clients[m], run.ns, jobs[w::WAVES], create_concurrency) for m, jobs in mixes.items()))
+                errors = [e for s in subs for e in s.errors]
+                if errors:
+                    raise RuntimeError(f"{len(errors)} Jobs not created, e.g. {errors[0]}")
+                run.submitted += sum(len(s.acked) for s in subs)
+                if w < WAVES - 1:
+                    await asyncio.sleep(WAVE_GAP)
             run.note(f"{run.submitted} Jobs created")
 
         with env.Progress(progress, interval=5.0):

@@ -33,7 +33,7 @@ from typing import Any
 
 from jobapi import conditions as jc
 from jobapi.names import CONTROLLER_UID_LABELS
-from kruntime.client import ClusterClient
+from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import EventType, Informer
 from kruntime.resources import JOBS, PODS, Obj
 from mirror.naming import FINALIZER, LABEL_ORIGIN, LABEL_ORIGIN_UID
@@ -86,6 +86,10 @@ class ManagerLife:
     had_finalizer: bool = False
     released_at: float | None = None
     deleted_at: float | None = None
+    #: what a live read of its copies found right after the release (the watches may lag
+    #: behind a returned worker): "" = none left running; else the copy still running, or
+    #: "unreachable: ..." when its worker did not answer
+    release_check: str | None = None
 
 
 def _conds(obj: Obj) -> list[jc.Condition]:
@@ -128,6 +132,8 @@ class Recorder:
         self.managers: dict[str, ManagerLife] = {}
         self.copies: dict[str, CopyLife] = {}
         self.pods: dict[str, PodLife] = {}
+        #: manager uids whose finalizer release awaits a live check of their copies
+        self.released: list[str] = []
 
     def on_manager(self, cluster: str, etype: EventType, obj: Obj, now: float) -> None:
         md = obj["metadata"]
@@ -146,10 +152,12 @@ class Recorder:
             m.released_at = None
         elif m.had_finalizer and m.released_at is None:
             m.released_at = now
+            self.released.append(uid)
         if etype == "DELETED" and m.deleted_at is None:
             m.deleted_at = now
             if m.had_finalizer and m.released_at is None:
                 m.released_at = now
+                self.released.append(uid)
 
     def on_copy(self, worker: str, etype: EventType, obj: Obj, now: float) -> None:
         md = obj["metadata"]
@@ -263,16 +271,23 @@ def overlaps(manager_uid: str, spans_by_copy: dict[str, list[Span]], faults: lis
     return out
 
 
-def lost_reason(m: ManagerLife, copies: list[CopyLife]) -> str | None:
-    """Why a manager Job counts as lost, or None."""
+def lost_reason(m: ManagerLife) -> str | None:
+    """Why a manager Job counts as lost, or None.
+
+    A release whose copy sat on a worker that did not answer is not counted here: the
+    design leaves such a copy to GC, and the orphan check judges whether GC did its job.
+    """
     if m.terminal is None and m.deleted_at is None:
         return "never reached Complete/Failed"
-    if m.released_at is not None:
-        running = [c for c in copies if c.first_seen <= m.released_at and (c.gone is None or c.gone > m.released_at)
-                   and (c.decided_at is None or c.decided_at > m.released_at)]
-        if running:
-            return f"finalizer released while copy {running[0].worker}/{running[0].name} still ran"
+    if m.release_check and not m.release_check.startswith("unreachable"):
+        return f"finalizer released while copy {m.release_check} still ran"
     return None
+
+
+def running_copy(copy_obj: Obj | None) -> bool:
+    """A copy read live right after its manager's release still runs: present, unfinished, not being deleted."""
+    return copy_obj is not None and not copy_obj["metadata"].get("deletionTimestamp") and job_terminal(
+        copy_obj) is None
 
 
 def deciding_copy(copies: list[CopyLife]) -> CopyLife | None:
@@ -324,6 +339,8 @@ class Verdict:
     rejected_writes: int = 0
     reconcile_errors: dict[str, int] = field(default_factory=dict)
     copies_seen: int = 0
+    #: finalizers released while a copy sat on a worker that did not answer (left to GC by design)
+    released_with_copy_unreachable: list[str] = field(default_factory=list)
     #: copies whose origin labels a hand edit removed: no longer ours, neither orphans nor duplicates after that
     disowned: list[str] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=dict)
@@ -342,11 +359,13 @@ class Verdict:
             "orphans": len(self.orphan_copies) + len(self.orphan_pods), "orphanCopies": len(self.orphan_copies),
             "orphanPods": len(self.orphan_pods), "wrongOutcomes": len(self.wrong_outcomes),
             "rejectedWrites": self.rejected_writes, "disownedByHand": len(self.disowned),
+            "releasedWithCopyUnreachable": len(self.released_with_copy_unreachable),
             "reconcileErrors": self.reconcile_errors,
             "examples": {k: v[:EXAMPLES] for k, v in (
                 ("lost", self.lost), ("duplicatesDuringFault", self.duplicates_during_fault),
                 ("duplicatesAfterRecovery", self.duplicates_after_recovery), ("orphanCopies", self.orphan_copies),
-                ("orphanPods", self.orphan_pods), ("wrongOutcomes", self.wrong_outcomes)) if v},
+                ("orphanPods", self.orphan_pods), ("wrongOutcomes", self.wrong_outcomes),
+                ("releasedWithCopyUnreachable", self.released_with_copy_unreachable)) if v},
         }
 
     def explain(self) -> str:
@@ -370,7 +389,9 @@ def verdict(rec: Recorder, *, faults: list[Span], end: float, rejected_writes: i
     for uid, m in sorted(rec.managers.items(), key=lambda kv: kv[1].key):
         cs = copies_by_mgr.get(uid, [])
         v.outcomes[m.terminal or "unfinished"] = v.outcomes.get(m.terminal or "unfinished", 0) + 1
-        if (why := lost_reason(m, cs)) is not None:
+        if m.release_check and m.release_check.startswith("unreachable"):
+            v.released_with_copy_unreachable.append(f"{m.cluster}:{m.key}: {m.release_check}")
+        if (why := lost_reason(m)) is not None:
             v.lost.append(f"{m.cluster}:{m.key}: {why}")
         if (bad := outcome_mismatch(m, cs)) is not None:
             v.wrong_outcomes.append(f"{m.cluster}:{m.key}: {bad}")
@@ -431,26 +452,61 @@ class InvariantChecker:
         self.faults: list[Span] = []
         self._open_faults: dict[str, float] = {}
         self._informers: list[Informer] = []
+        self._by_cluster: dict[str, list[Informer]] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self.workers = workers
         rec = self.recorder
         for name, c in managers.items():
             for ns in namespaces:
-                self._add(Informer(c, JOBS, namespace=ns, backoff_cap=2.0),
+                self._add(name, Informer(c, JOBS, namespace=ns, backoff_cap=2.0),
                           lambda et, old, new, n=name: rec.on_manager(n, et, new, time.time()))
         for name, c in workers.items():
             for ns in namespaces:
-                self._add(Informer(c, JOBS, namespace=ns, backoff_cap=2.0),
+                self._add(name, Informer(c, JOBS, namespace=ns, backoff_cap=2.0),
                           lambda et, old, new, n=name: rec.on_copy(n, et, new, time.time()))
-                self._add(Informer(c, PODS, namespace=ns, backoff_cap=2.0),
+                self._add(name, Informer(c, PODS, namespace=ns, backoff_cap=2.0),
                           lambda et, old, new, n=name: rec.on_pod(n, et, new, time.time()))
 
-    def _add(self, inf: Informer, handler: Any) -> None:
+    def _add(self, cluster: str, inf: Informer, handler: Any) -> None:
         inf.add_handler(handler)
         self._informers.append(inf)
+        self._by_cluster.setdefault(cluster, []).append(inf)
 
     async def start(self, timeout: float = 60) -> None:
         self._tasks = [asyncio.create_task(i.run()) for i in self._informers]
         await asyncio.gather(*(i.wait_synced(timeout) for i in self._informers))
+        self._tasks.append(asyncio.create_task(self._check_releases()))
+
+    def watching(self, cluster: str) -> bool:
+        """Every watch on ``cluster`` is connected (after an outage: it has relisted)."""
+        return all(i.healthy for i in self._by_cluster.get(cluster, []))
+
+    async def _check_releases(self) -> None:
+        """Read the copies of each just-released manager Job live: the watches of a worker that just
+        came back may not have caught up, the server has."""
+        rec = self.recorder
+        while True:
+            while rec.released:
+                m = rec.managers[rec.released.pop(0)]
+                m.release_check = ""
+                for c in rec.copies_of(m.uid):
+                    if c.gone is not None or c.disowned_at is not None:
+                        continue
+                    ns, name = c.name.split("/", 1)
+                    try:
+                        live = await asyncio.wait_for(self.workers[c.worker].get(JOBS, ns, name), 5)
+                    except ApiError as exc:
+                        if exc.not_found:
+                            continue
+                        m.release_check = f"unreachable: {c.worker}/{c.name} ({exc.status})"
+                        continue
+                    except (TimeoutError, OSError) as exc:
+                        m.release_check = f"unreachable: {c.worker}/{c.name} ({type(exc).__name__})"
+                        continue
+                    if live["metadata"]["uid"] == c.uid and running_copy(live):
+                        m.release_check = f"{c.worker}/{c.name}"
+                        break
+            await asyncio.sleep(0.05)
 
     async def stop(self) -> None:
         for t in self._tasks:
