@@ -217,6 +217,20 @@ class Run:
 Scenario = Callable[[Run], Awaitable[None]]
 
 
+async def create_until_accepted(run: Run, manager: str, jobs: list[Obj], timeout: float = 180) -> None:
+    """Create Jobs as a user's client would while the manager may be restarting: retry until accepted."""
+    deadline = time.time() + timeout
+    todo = jobs
+    while todo:
+        sub = await submit(run.clients[manager], run.ns, todo, run.create_concurrency)
+        run.submitted += len(sub.acked)
+        todo = [j for j in todo if j["metadata"]["name"] not in sub.acked]
+        if todo:
+            if time.time() > deadline:
+                raise RuntimeError(f"{len(todo)} Jobs not created in {timeout:.0f}s, e.g. {sub.errors[:1]}")
+            await asyncio.sleep(1.0)
+
+
 # --- the faults ---------------------------------------------------------------------------------
 
 async def _api_server_down(run: Run, worker: str, how: str) -> None:
@@ -449,18 +463,17 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
             # In WAVES waves WAVE_GAP s apart, so faults also meet dispatches, not only running copies.
             mixes = {m: job_mix(n, rng) for m in run.managers}
             for w in range(WAVES):
-                subs = await asyncio.gather(*(
-                    submit(run.clients[m], run.ns, jobs[w::WAVES], create_concurrency) for m, jobs in mixes.items()))
-                errors = [e for s in subs for e in s.errors]
-                if errors:
-                    raise RuntimeError(f"{len(errors)} Jobs not created, e.g. {errors[0]}")
-                run.submitted += sum(len(s.acked) for s in subs)
+                await asyncio.gather(*(create_until_accepted(run, m, jobs[w::WAVES]) for m, jobs in mixes.items()))
                 if w < WAVES - 1:
                     await asyncio.sleep(WAVE_GAP)
             run.note(f"{run.submitted} Jobs created")
 
         with env.Progress(progress, interval=5.0):
-            await asyncio.gather(submit_all(), SCENARIOS[name](run))
+            # Both run to their end even when one fails: a fault is always undone (its finally).
+            outcomes = await asyncio.gather(submit_all(), SCENARIOS[name](run), return_exceptions=True)
+            for o in outcomes:
+                if isinstance(o, BaseException):
+                    raise o
             fault_end = max((e for _, e in checker.faults), default=time.time())
             # Recovery: the first instant after the last fault when every manager Job is in line with its copies.
             recovered: float | None = None
