@@ -48,7 +48,8 @@ RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 TIMINGS = {"resyncPeriod": 2.0, "gcInterval": 2.0, "workerLostTimeout": 6.0, "healthProbeInterval": 0.5,
            "requestTimeout": 3.0}
 WAVES, WAVE_GAP = 5, 2.5  # Jobs are created over the first ~10 s
-LEADER_ELECTION = {"leaseDuration": 4, "renewDeadline": 3, "retryPeriod": 1}
+#: short enough for quick takeovers, long enough that a 2-core machine at load 20 still renews
+LEADER_ELECTION = {"leaseDuration": 8, "renewDeadline": 6, "retryPeriod": 2}
 
 
 @dataclass
@@ -129,6 +130,8 @@ class Run:
         self.controllers: list[Controller] = []
         self.checker: InvariantChecker | None = None
         self.events: list[str] = []
+        #: controller processes that ended without being killed by the scenario
+        self.exits: list[str] = []
         self.t0 = time.time()
         self.submitted = 0
 
@@ -353,6 +356,15 @@ async def hand_edits(run: Run) -> None:
             with contextlib.suppress(ApiError):
                 await run.clients[worker].patch(JOBS, ns, name, patch)
         run.note("hand edits done")
+        # A deleted copy's pods run on until the worker's garbage collector removes them: the
+        # fault lasts until they are gone (a replacement started meanwhile overlaps them).
+        rec = run.checker.recorder
+        gone_uids = {c["uid"] for _, c in deletes}
+        deadline = time.time() + 60
+        while time.time() < deadline and any(
+                p.gone is None for p in rec.pods.values() if p.copy_uid in gone_uids):
+            await asyncio.sleep(0.1)
+        run.note("the deleted copies' pods are gone")
 
 
 async def second_writer(run: Run) -> None:
@@ -439,6 +451,7 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
         run.controllers.append(Controller("manager-2-controller", cfg2, run.log_dir))
     res: dict[str, Any] = {"scenario": name, "jobs": n * len(run.managers), "seed": seed, "namespace": run.ns}
     scrape_task: asyncio.Task[None] | None = None
+    supervise_task: asyncio.Task[None] | None = None
     try:
         await asyncio.gather(*(run.start_controller(c) for c in run.controllers))
         run.t0 = time.time()
@@ -449,7 +462,22 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
                     await run.scrape()
                 await asyncio.sleep(1.0)
 
+        async def supervisor() -> None:
+            """Restart a replica that exited on its own, as its Deployment would (a lost Lease
+            ends the process by design); every exit is recorded."""
+            while True:
+                for c in run.controllers:
+                    p = c.proc
+                    if p is not None and p.proc is not None and p.proc.poll() is not None:
+                        tail = p.log_tail(5)
+                        why = "lost leadership" if "lost leadership" in tail else tail.strip()[-300:]
+                        run.exits.append(f"{c.name}#{c.starts} exited {p.proc.returncode}: {why}")
+                        run.note(f"{c.name} exited with {p.proc.returncode}; restarting it")
+                        c.start()
+                await asyncio.sleep(0.5)
+
         scrape_task = asyncio.create_task(scraper())
+        supervise_task = asyncio.create_task(supervisor())
         rec = checker.recorder
 
         def progress() -> str:
@@ -501,9 +529,10 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
             await asyncio.sleep(1.0)
             await run.scrape()
     finally:
-        if scrape_task is not None:
-            scrape_task.cancel()
-            await asyncio.gather(scrape_task, return_exceptions=True)
+        for t in (scrape_task, supervise_task):
+            if t is not None:
+                t.cancel()
+                await asyncio.gather(t, return_exceptions=True)
         for c in run.controllers:
             if c.proc is not None:
                 await c.proc.stop()
@@ -514,6 +543,7 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
     res["faults"] = [[round(s - run.t0, 1), round(e - run.t0, 1)] for s, e in checker.faults]
     res["controllerStarts"] = sum(c.starts for c in run.controllers)
     res["events"] = run.events
+    res["controllerExits"] = run.exits
     res["ok"] = v.ok and res["allFinished"]
     res["verdict"] = v
     env.say(f"chaos {name}: {'OK' if res['ok'] else 'VIOLATIONS'} in {res['secondsToFinish']}s — {v.explain()}")

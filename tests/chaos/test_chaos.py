@@ -35,3 +35,6 @@ async def test_scenario_keeps_the_invariants(scenario: str, cluster: Callable[[C
     assert v.jobs == JOBS * (2 if scenario == "shared-worker" else 1), f"the checker saw {v.jobs} Jobs ({where})"
     assert v.copies_seen >= v.jobs, f"fewer copies than Jobs seen: the checker is blind ({where})"
     assert v.ok, f"invariants broken ({where}): {v.explain()}\nevents: {r['events']}"
+    # Only a replica that lost its Lease may end on its own (by design; its Deployment restarts it).
+    unexpected = [e for e in r["controllerExits"] if scenario != "leader-kill" or "lost leadership" not in e]
+    assert not unexpected, f"controller processes ended on their own ({where}): {unexpected}"
