@@ -338,24 +338,31 @@ async def hand_edits(run: Run) -> None:
     """Delete 10 % of the copies by hand and edit another 10 % (parallelism, origin labels, suspend)."""
     assert run.checker is not None
     await run.at(run.rng.uniform(5, 8))
-    live = run.copies_now()
+    # Copies still running, long-running ones first: a copy that finishes meanwhile escapes the edit.
+    live = [(w, c) for w, c in run.copies_now() if not run.checker.recorder.copies[c["uid"]].decided_at]
     run.rng.shuffle(live)
+    live.sort(key=lambda wc: "-long-" not in wc[1]["name"])
     k = max(1, run.n // 10)
     deletes, edits = live[:k], live[k:2 * k]
     with run.checker.fault("hand edits"):
         run.note(f"deleting {len(deletes)} copies and editing {len(edits)} by hand")
+        missed = 0
         for worker, c in deletes:
             ns, name = c["name"].split("/", 1)
-            with contextlib.suppress(ApiError):
-                await run.clients[worker].delete(JOBS, ns, name, propagation="Background")
+            try:
+                await run.clients[worker].delete(JOBS, ns, name, propagation="Background", uid=c["uid"])
+            except ApiError:
+                missed += 1
         for i, (worker, c) in enumerate(edits):
             ns, name = c["name"].split("/", 1)
             patch: Obj = ({"spec": {"parallelism": 2}}, {"metadata": {"labels": {LABEL_ORIGIN: None,
                                                                                    LABEL_ORIGIN_UID: None}}},
                           {"spec": {"suspend": True}})[i % 3]
-            with contextlib.suppress(ApiError):
+            try:
                 await run.clients[worker].patch(JOBS, ns, name, patch)
-        run.note("hand edits done")
+            except ApiError:
+                missed += 1
+        run.note(f"hand edits done ({missed} missed: the copy had gone)")
         # A deleted copy's pods run on until the worker's garbage collector removes them: the
         # fault lasts until they are gone (a replacement started meanwhile overlaps them).
         rec = run.checker.recorder
@@ -469,8 +476,8 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
                 for c in run.controllers:
                     p = c.proc
                     if p is not None and p.proc is not None and p.proc.poll() is not None:
-                        tail = p.log_tail(5)
-                        why = "lost leadership" if "lost leadership" in tail else tail.strip()[-300:]
+                        text = p.log_path.read_text(errors="replace")
+                        why = "lost leadership" if "lost leadership" in text else p.log_tail(3).strip()[-300:]
                         run.exits.append(f"{c.name}#{c.starts} exited {p.proc.returncode}: {why}")
                         run.note(f"{c.name} exited with {p.proc.returncode}; restarting it")
                         c.start()
