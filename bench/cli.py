@@ -144,6 +144,7 @@ async def _chaos(args: argparse.Namespace) -> int:
     from bench.env import say
     from bench.machine import git_info, load, machine_info, now_iso
     from clusterbed.cluster import ClusterBed
+    from clusterbed.versions import KUBE_VERSION
 
     unknown = sorted(set(args.scenario or []) - set(chaos.SCENARIOS))
     if unknown:
@@ -158,7 +159,7 @@ async def _chaos(args: argparse.Namespace) -> int:
     started = time.monotonic()
     result: dict[str, Any] = {"benchmark": "chaos", "date": now_iso(), "machine": machine_info(), "git": git_info(),
                               "loadAverage": {"start": load()}, "seed": seed, "jobsPerScenario": args.jobs,
-                              "timings": chaos.TIMINGS}
+                              "timings": chaos.TIMINGS, "kubernetes": {"serverVersion": f"v{KUBE_VERSION}"}}
     bed = ClusterBed(Path(tempfile.mkdtemp(prefix="jobmirror-chaos-")))
     try:
         runs = await chaos.run_all(scenarios, args.jobs, seed, bed.ensure, args.out / "logs" / "chaos",

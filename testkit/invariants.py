@@ -303,11 +303,18 @@ def _count(status: Obj, key: str) -> int:
         return 0
 
 
+def _uncounted(status: Obj, key: str) -> int:
+    """Terminated pods a copy had not counted yet (a Job controller counts them before finishing)."""
+    uids = (status.get("uncountedTerminatedPods") or {}).get(key)
+    return len(set(uids)) if isinstance(uids, list) else 0
+
+
 def outcome_mismatch(m: ManagerLife, copies: list[CopyLife]) -> str | None:
     """How a finished manager Job's status differs from the run that decided it, or None.
 
     ``succeeded``/``failed`` may exceed the deciding copy's (the mirror keeps the max over
-    runs, the API server rejects a decrease) but never the largest any copy reported.
+    runs, the API server rejects a decrease; a copy's uncounted terminated pods count when the
+    Job is finished without it) but never the largest any copy reported, uncounted pods included.
     """
     if m.terminal is None:
         return None
@@ -318,7 +325,7 @@ def outcome_mismatch(m: ManagerLife, copies: list[CopyLife]) -> str | None:
         return f"manager {m.terminal}, deciding copy {d.worker}/{d.name} {d.outcome}"
     for key in ("succeeded", "failed"):
         got, floor = _count(m.status, key), _count(d.status, key)
-        ceiling = max(_count(c.status, key) for c in copies)
+        ceiling = max(_count(c.status, key) + _uncounted(c.status, key) for c in copies)
         if not floor <= got <= ceiling:
             return f"{key}={got}, deciding copy {floor} (largest of any copy {ceiling})"
     for key in ("completedIndexes", "failedIndexes"):

@@ -122,6 +122,12 @@ def _mgr(terminal: str, status: dict[str, object]) -> ManagerLife:
     (_mgr("Complete", {"succeeded": 3, "completedIndexes": "0-1"}),
      [_copy("c", decided=5, outcome="Complete", status={"succeeded": 3, "completedIndexes": "0-2"})],
      "completedIndexes"),
+    # decided while its last pod was uncounted, then gone: the mirror counts that pod
+    (_mgr("Complete", {"succeeded": 1}),
+     [_copy("c", decided=5, outcome="Complete", status={"uncountedTerminatedPods": {"succeeded": ["p"]}})], None),
+    (_mgr("Complete", {"succeeded": 2}),
+     [_copy("c", decided=5, outcome="Complete", status={"uncountedTerminatedPods": {"succeeded": ["p", "p"]}})],
+     "succeeded=2"),
     # the first copy decided; a later copy's different outcome does not count
     (_mgr("Complete", {"succeeded": 1, "failed": 1}),
      [_copy("a", decided=5, outcome="Complete", status={"succeeded": 1}),
