@@ -337,7 +337,7 @@ async def leader_kill(run: Run) -> None:
 async def hand_edits(run: Run) -> None:
     """Delete 10 % of the copies by hand and edit another 10 % (parallelism, origin labels, suspend)."""
     assert run.checker is not None
-    await run.at(run.rng.uniform(5, 8))
+    await run.at(run.rng.uniform(11, 13))  # after the last wave: 10 % of N is there to pick from
     # Copies still running, long-running ones first: a copy that finishes meanwhile escapes the edit.
     live = [(w, c) for w, c in run.copies_now() if not run.checker.recorder.copies[c["uid"]].decided_at]
     run.rng.shuffle(live)
@@ -346,14 +346,15 @@ async def hand_edits(run: Run) -> None:
     deletes, edits = live[:k], live[k:2 * k]
     with run.checker.fault("hand edits"):
         run.note(f"deleting {len(deletes)} copies and editing {len(edits)} by hand")
-        missed = 0
-        for worker, c in deletes:
+        async def delete(worker: str, c: Obj) -> bool:
             ns, name = c["name"].split("/", 1)
             try:
                 await run.clients[worker].delete(JOBS, ns, name, propagation="Background", uid=c["uid"])
             except ApiError:
-                missed += 1
-        for i, (worker, c) in enumerate(edits):
+                return False
+            return True
+
+        async def edit(i: int, worker: str, c: Obj) -> bool:
             ns, name = c["name"].split("/", 1)
             patch: Obj = ({"spec": {"parallelism": 2}}, {"metadata": {"labels": {LABEL_ORIGIN: None,
                                                                                    LABEL_ORIGIN_UID: None}}},
@@ -361,8 +362,13 @@ async def hand_edits(run: Run) -> None:
             try:
                 await run.clients[worker].patch(JOBS, ns, name, patch)
             except ApiError:
-                missed += 1
-        run.note(f"hand edits done ({missed} missed: the copy had gone)")
+                return False
+            return True
+
+        # All at once, as a script would: done one by one on a loaded machine, copies finish first.
+        done = await asyncio.gather(*(delete(w, c) for w, c in deletes),
+                                    *(edit(i, w, c) for i, (w, c) in enumerate(edits)))
+        run.note(f"hand edits done ({done.count(False)} missed: the copy had gone)")
         # A deleted copy's pods run on until the worker's garbage collector removes them: the
         # fault lasts until they are gone (a replacement started meanwhile overlaps them).
         rec = run.checker.recorder
