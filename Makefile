@@ -1,4 +1,4 @@
-.PHONY: test unit demo bench e2e e2e-kind lint
+.PHONY: test unit demo bench chaos e2e e2e-kind lint
 
 # The README's two commands.
 demo:
@@ -19,6 +19,10 @@ lint:
 
 bench:
 	bash scripts/bootstrap.sh && .venv/bin/python -m bench $(ARGS)
+
+# Every fault scenario at 200 Jobs, judged by testkit/invariants.py: results/chaos.json + .png
+chaos:
+	bash scripts/bootstrap.sh && .venv/bin/python -m bench chaos $(ARGS)
 
 e2e-kind:
 	bash e2e/kind/run.sh $(ARGS)

@@ -69,6 +69,14 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("all", parents=[common, mirror, builtin], help="both benchmarks (the default)")
     sub.add_parser("mirror", parents=[common, mirror], help="mirror controller throughput/latency/cost")
     sub.add_parser("builtin", parents=[common, builtin], help="builtin Job controller vs kube-controller-manager")
+    ch = sub.add_parser("chaos", help="fault scenarios judged by the invariant checker (results/chaos.json + .png)")
+    ch.add_argument("--jobs", type=int, default=200, help="Jobs in flight per scenario and manager (default 200)")
+    ch.add_argument("--scenario", action="append", default=None,
+                    help="run only this scenario (repeatable; default: all)")
+    ch.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
+    ch.add_argument("--timeout", type=float, default=None, help="seconds per scenario (default 150 + 0.6 per Job)")
+    ch.add_argument("--out", type=Path, default=REPO / "results", help="results directory (default: results/)")
+    ch.add_argument("--name", default="chaos", help="base name of the JSON/PNG (default: chaos)")
     pl = sub.add_parser("plot", help="re-render the PNG of a results JSON")
     pl.add_argument("json", type=Path)
     return p
@@ -85,6 +93,8 @@ def _write(result: dict[str, Any], out: Path, name: str) -> tuple[Path, Path]:
     png = out / f"{name}.png"
     if result["benchmark"] == "mirror":
         plot.plot_mirror(result, png)
+    elif result["benchmark"] == "chaos":
+        plot.plot_chaos(result, png)
     else:
         plot.plot_builtin(result, png)
     return jpath, png
@@ -125,6 +135,47 @@ async def _builtin(args: argparse.Namespace) -> tuple[Path, Path]:
     return paths
 
 
+async def _chaos(args: argparse.Namespace) -> int:
+    """Every scenario (or the chosen ones) on one fresh bed; exit 1 when an invariant broke."""
+    import random
+    import tempfile
+
+    from bench import chaos
+    from bench.env import say
+    from bench.machine import git_info, load, machine_info, now_iso
+    from clusterbed.cluster import ClusterBed
+    from clusterbed.versions import KUBE_VERSION
+
+    unknown = sorted(set(args.scenario or []) - set(chaos.SCENARIOS))
+    if unknown:
+        say(f"--scenario: unknown {', '.join(unknown)}; known: {', '.join(chaos.SCENARIOS)}")
+        return 2
+    if args.jobs <= 0:
+        say("--jobs must be positive")
+        return 2
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    say(f"chaos: seed {seed} (repeat with --seed {seed})")
+    scenarios = args.scenario or list(chaos.SCENARIOS)
+    started = time.monotonic()
+    result: dict[str, Any] = {"benchmark": "chaos", "date": now_iso(), "machine": machine_info(), "git": git_info(),
+                              "loadAverage": {"start": load()}, "seed": seed, "jobsPerScenario": args.jobs,
+                              "timings": chaos.TIMINGS, "kubernetes": {"serverVersion": f"v{KUBE_VERSION}"}}
+    bed = ClusterBed(Path(tempfile.mkdtemp(prefix="jobmirror-chaos-")))
+    try:
+        runs = await chaos.run_all(scenarios, args.jobs, seed, bed.ensure, args.out / "logs" / "chaos",
+                                   timeout=args.timeout)
+    finally:
+        await asyncio.to_thread(bed.down)
+    result["loadAverage"]["end"] = load()
+    result["seconds"] = round(time.monotonic() - started, 1)
+    result["runs"] = chaos.serializable(runs)
+    paths = _write(result, args.out, args.name)
+    for r in result["runs"]:
+        say(chaos.table_row(r))
+    say(f"wrote {paths[0]} and {paths[1]}")
+    return 0 if all(r.get("ok") for r in result["runs"]) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
@@ -135,10 +186,12 @@ def main(argv: list[str] | None = None) -> int:
 
         result = json.loads(args.json.read_text())
         png = args.json.with_suffix(".png")
-        (plot.plot_mirror if result["benchmark"] == "mirror" else plot.plot_builtin)(result, png)
+        {"mirror": plot.plot_mirror, "chaos": plot.plot_chaos}.get(result["benchmark"], plot.plot_builtin)(result, png)
         print(png)
         return 0
     started = time.monotonic()
+    if args.cmd == "chaos":
+        return asyncio.run(_chaos(args))
     if args.cmd in ("all", "mirror"):
         asyncio.run(_mirror(args))
     if args.cmd in ("all", "builtin"):

@@ -170,3 +170,39 @@ def plot_builtin(result: dict[str, Any], path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+CHAOS_COLUMNS = (("lost", "lost"), ("duplicatesDuringFault", "duplicates during fault"),
+                 ("duplicatesAfterRecovery", "duplicates after recovery"), ("orphans", "orphans"),
+                 ("wrongOutcomes", "wrong outcomes"), ("rejectedWrites", "rejected writes"))
+
+
+def plot_chaos(result: dict[str, Any], path: Path) -> Path:
+    """Per scenario: the invariant violations (left, should all be 0) and time to recover/finish (right)."""
+    runs = result["runs"]
+    names = [r["scenario"] for r in runs]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(18, 6))
+    width = 0.8 / len(CHAOS_COLUMNS)
+    for i, (key, label) in enumerate(CHAOS_COLUMNS):
+        xs = [j + i * width for j in range(len(runs))]
+        ax.bar(xs, [r.get(key, 0) or 0 for r in runs], width, label=label)
+    for j, r in enumerate(runs):
+        if "error" in r:
+            ax.text(j + 0.3, 0.5, "error", rotation=90, color="red")
+    ax.set_xticks([j + 0.4 for j in range(len(runs))], names, rotation=30, ha="right")
+    ax.set_ylabel("count")
+    ax.set_title(f"Invariant violations per scenario ({result.get('jobsPerScenario')} Jobs each, "
+                 f"seed {result.get('seed')})")
+    ax.legend(fontsize=8)
+    xs = list(range(len(runs)))
+    ax2.bar([x - 0.2 for x in xs], [r.get("recoverSeconds") or 0 for r in runs], 0.4, label="time to recover (s)")
+    ax2.bar([x + 0.2 for x in xs], [r.get("secondsToFinish") or 0 for r in runs], 0.4, label="all Jobs finished (s)")
+    ax2.set_xticks(xs, names, rotation=30, ha="right")
+    ax2.set_ylabel("seconds")
+    ax2.set_title("Recovery: last fault end → every manager Job in line with its copy")
+    ax2.legend(fontsize=8)
+    _footer(fig, result)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

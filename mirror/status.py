@@ -171,7 +171,18 @@ def decided_final_status(manager: dict[str, Any], now: datetime) -> Status | Non
     for key in ("ready", "terminating"):
         if key in out:
             out[key] = 0
-    if isinstance(out.get("uncountedTerminatedPods"), dict):
+    uncounted = out.get("uncountedTerminatedPods")
+    if isinstance(uncounted, dict):
+        if (manager.get("spec") or {}).get("completionMode") != "Indexed":
+            # Terminated pods the worker had not counted yet still ran: a Job controller counts
+            # them before its terminal condition, so do we (found by the hand-edits chaos
+            # scenario: a copy deleted right after SuccessCriteriaMet left succeeded=0). An
+            # Indexed Job's are left out: their indexes are unknown here, and succeeded must
+            # match completedIndexes.
+            for bucket in ("succeeded", "failed"):
+                uids = uncounted.get(bucket)
+                if isinstance(uids, list) and uids:
+                    out[bucket] = _count(current, bucket) + len({u for u in uids if isinstance(u, str) and u})
         out["uncountedTerminatedPods"] = {}
     return out
 

@@ -69,6 +69,26 @@ def test_decided_job_is_finished_from_its_last_mirrored_status(spec: dict[str, A
 
 
 @pytest.mark.parametrize(
+    ("status", "succeeded", "failed"),
+    [
+        # the copy said SuccessCriteriaMet while its last pod was still uncounted, then vanished
+        ({"startTime": T1, "conditions": [cond("SuccessCriteriaMet", at=T2)],
+          "uncountedTerminatedPods": {"succeeded": ["a"]}}, 1, None),
+        ({"startTime": T1, "succeeded": 2, "failed": 1, "conditions": [cond("SuccessCriteriaMet", at=T2)],
+          "uncountedTerminatedPods": {"succeeded": ["a", "a"], "failed": ["b"]}}, 3, 2),
+        ({"startTime": T1, "failed": 1, "conditions": [FT], "uncountedTerminatedPods": {"failed": ["b", "c"]}},
+         None, 3),
+    ],
+)
+def test_uncounted_pods_of_a_non_indexed_job_are_counted_when_it_is_finished(
+        status: dict[str, Any], succeeded: int | None, failed: int | None) -> None:
+    out = finish(manager(NONINDEXED, status))
+    assert out is not None
+    assert (out.get("succeeded"), out.get("failed")) == (succeeded, failed)
+    assert out["uncountedTerminatedPods"] == {}
+
+
+@pytest.mark.parametrize(
     "status",
     [
         {},
