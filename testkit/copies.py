@@ -1,10 +1,11 @@
 """Every remote copy the workers ever held, recorded from watches over a test.
 
 A watch, not a poll: a duplicate copy that lives 300 ms between two polls is exactly the
-defect a "never two copies" test exists to catch. Each worker gets a ``kruntime`` Informer on
-Jobs carrying an origin-uid label; every copy uid seen is kept with its worker and lifetime.
-A worker that is stopped or frozen by the test is retried by the informer (a copy created and
-deleted entirely inside such a gap cannot be seen by anyone, and is not claimed to be).
+defect a "never two copies" test exists to catch. The lighter face of the invariant checker
+(testkit/invariants.py): the same Recorder, fed by one ``kruntime`` Informer per worker on
+Jobs carrying an origin-uid label, without pods, manager Jobs or a verdict. A worker that is
+stopped or frozen by the test is retried by the informer (a copy created and deleted entirely
+inside such a gap cannot be seen by anyone, and is not claimed to be).
 """
 
 from __future__ import annotations
@@ -19,16 +20,7 @@ from kruntime.client import ClusterClient
 from kruntime.informer import EventType, Informer
 from kruntime.resources import JOBS, Obj
 from mirror.naming import LABEL_ORIGIN_UID
-
-
-@dataclass
-class CopyLife:
-    uid: str
-    worker: str
-    name: str
-    first_seen: float
-    #: first instant the copy was going away (deletionTimestamp) or gone; None while it lives
-    ended: float | None = None
+from testkit.invariants import CopyLife, Recorder
 
 
 @dataclass
@@ -37,20 +29,12 @@ class CopyRecorder:
 
     workers: Mapping[str, ClusterClient]
     namespace: str
-    #: manager uid → copy uid → its life
-    seen: dict[str, dict[str, CopyLife]] = field(default_factory=dict)
+    record: Recorder = field(default_factory=lambda: Recorder(managed_by="", origins=None))
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def _handler(self, worker: str) -> Callable[[EventType, Obj | None, Obj], None]:
         def on_event(etype: EventType, old: Obj | None, new: Obj) -> None:
-            md = new["metadata"]
-            origin = (md.get("labels") or {}).get(LABEL_ORIGIN_UID)
-            if not origin:
-                return
-            now = time.monotonic()
-            life = self.seen.setdefault(origin, {}).setdefault(md["uid"], CopyLife(md["uid"], worker, md["name"], now))
-            if (etype == "DELETED" or md.get("deletionTimestamp")) and life.ended is None:
-                life.ended = now
+            self.record.on_copy(worker, etype, new, time.monotonic())
 
         return on_event
 
@@ -71,12 +55,16 @@ class CopyRecorder:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
+    def lives(self, manager_uid: str) -> list[CopyLife]:
+        return sorted((c for c in self.record.copies.values() if c.manager_uid == manager_uid),
+                      key=lambda c: c.first_seen)
+
     def copies_of(self, manager_uid: str) -> dict[str, str]:
         """Every copy uid seen for ``manager_uid``, with its worker."""
-        return {uid: life.worker for uid, life in self.seen.get(manager_uid, {}).items()}
+        return {c.uid: c.worker for c in self.lives(manager_uid)}
 
     def overlapping(self, manager_uid: str) -> list[tuple[CopyLife, CopyLife]]:
         """Pairs of copies of one manager Job that both existed (not being deleted) at one instant."""
-        lives = sorted(self.seen.get(manager_uid, {}).values(), key=lambda c: c.first_seen)
+        lives = self.lives(manager_uid)
         return [(a, b) for i, a in enumerate(lives) for b in lives[i + 1:]
-                if a.ended is None or b.first_seen < a.ended]
+                if a.ending is None or b.first_seen < a.ending]

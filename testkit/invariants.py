@@ -65,6 +65,8 @@ class CopyLife:
     origin: str
     first_seen: float
     gone: float | None = None
+    #: first instant it was going away (deletionTimestamp) or gone
+    ending: float | None = None
     status: Obj = field(default_factory=dict)
     #: first instant it carried an outcome (SuccessCriteriaMet/FailureTarget or a terminal condition)
     decided_at: float | None = None
@@ -126,9 +128,10 @@ def controller_uid(pod: Obj) -> str | None:
 class Recorder:
     """Everything the watches saw, by uid. Fed by :class:`InvariantChecker`; no I/O."""
 
-    def __init__(self, *, managed_by: str, origins: set[str]) -> None:
+    def __init__(self, *, managed_by: str, origins: set[str] | None) -> None:
         self.managed_by = managed_by
-        self.origins = set(origins)
+        #: origins whose copies are recorded; None: every copy with an origin uid
+        self.origins = None if origins is None else set(origins)
         self.managers: dict[str, ManagerLife] = {}
         self.copies: dict[str, CopyLife] = {}
         self.pods: dict[str, PodLife] = {}
@@ -165,10 +168,13 @@ class Recorder:
         c = self.copies.get(uid)
         if c is None:
             labels = md.get("labels") or {}
-            if labels.get(LABEL_ORIGIN) not in self.origins or not labels.get(LABEL_ORIGIN_UID):
+            if not labels.get(LABEL_ORIGIN_UID) or (self.origins is not None
+                                                   and labels.get(LABEL_ORIGIN) not in self.origins):
                 return
             c = self.copies[uid] = CopyLife(uid, worker, f"{md.get('namespace')}/{md['name']}",
-                                            labels[LABEL_ORIGIN_UID], labels[LABEL_ORIGIN], now)
+                                            labels[LABEL_ORIGIN_UID], labels.get(LABEL_ORIGIN, ""), now)
+        if etype == "DELETED" or md.get("deletionTimestamp"):
+            c.ending = c.ending or now
         if etype == "DELETED":
             c.gone = c.gone or now
             return
