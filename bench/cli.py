@@ -1,4 +1,4 @@
-"""``python -m bench [all|mirror|builtin|plot] [flags]`` — see bench/README.md."""
+"""``python -m bench [all|mirror|builtin|compare|plot] [flags]`` — see bench/README.md."""
 
 from __future__ import annotations
 
@@ -69,6 +69,17 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("all", parents=[common, mirror, builtin], help="both benchmarks (the default)")
     sub.add_parser("mirror", parents=[common, mirror], help="mirror controller throughput/latency/cost")
     sub.add_parser("builtin", parents=[common, builtin], help="builtin Job controller vs kube-controller-manager")
+    cmp_ = sub.add_parser("compare", parents=[common],
+                          help="jobmirror vs MultiKueue vs the bare-API limit, same bed, one run")
+    k = cmp_.add_argument_group("compare")
+    k.add_argument("--jobs", "--sizes", dest="sizes", type=_sizes, default=DEFAULT_SIZES,
+                   help="comma-separated Job counts (default 100,1000; 5000 as e.g. --jobs 100,1000,5000)")
+    k.add_argument("--contenders", default=None,
+                   help="comma-separated subset of bare,jobmirror,jobmirror-5qps,multikueue,multikueue-equal "
+                        "(default: all; MultiKueue builds Kueue on first use, 10-20 min)")
+    k.add_argument("--worker-nodes", type=int, default=4, help="kwok nodes per worker (110 pods each)")
+    k.add_argument("--timeout", type=float, default=None, help="seconds per contender and size (default 120 + 1/Job)")
+    k.add_argument("--cleanup-timeout", type=float, default=60.0, help="seconds to wait for remote copies to go")
     pl = sub.add_parser("plot", help="re-render the PNG of a results JSON")
     pl.add_argument("json", type=Path)
     return p
@@ -85,6 +96,8 @@ def _write(result: dict[str, Any], out: Path, name: str) -> tuple[Path, Path]:
     png = out / f"{name}.png"
     if result["benchmark"] == "mirror":
         plot.plot_mirror(result, png)
+    elif result["benchmark"] == "compare":
+        plot.plot_compare(result, png)
     else:
         plot.plot_builtin(result, png)
     return jpath, png
@@ -125,6 +138,23 @@ async def _builtin(args: argparse.Namespace) -> tuple[Path, Path]:
     return paths
 
 
+async def _compare(args: argparse.Namespace) -> tuple[Path, Path]:
+    from bench import compare
+    from bench.env import say
+
+    opts = compare.CompareOptions(
+        sizes=args.sizes, out=args.out, worker_nodes=args.worker_nodes, pod_duration=args.pod_duration,
+        create_concurrency=args.create_concurrency, timeout=args.timeout, cleanup_timeout=args.cleanup_timeout)
+    if args.contenders:
+        opts.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    name = args.name or ("compare" + ("" if args.sizes == DEFAULT_SIZES else "-" + "-".join(map(str, args.sizes))))
+    result = await compare.run(opts)
+    paths = _write(result, args.out, name)
+    print(compare.markdown_table(result))
+    say(f"wrote {paths[0]} and {paths[1]}")
+    return paths
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
@@ -135,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 
         result = json.loads(args.json.read_text())
         png = args.json.with_suffix(".png")
-        (plot.plot_mirror if result["benchmark"] == "mirror" else plot.plot_builtin)(result, png)
+        {"mirror": plot.plot_mirror, "compare": plot.plot_compare}.get(result["benchmark"], plot.plot_builtin)(
+            result, png)
         print(png)
         return 0
     started = time.monotonic()
@@ -143,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_mirror(args))
     if args.cmd in ("all", "builtin"):
         asyncio.run(_builtin(args))
+    if args.cmd == "compare":
+        asyncio.run(_compare(args))
     from bench.env import say
 
     say(f"done in {time.monotonic() - started:.0f}s")

@@ -18,6 +18,9 @@ OLD_KUBE_VERSION = "1.30.14"
 ETCD_VERSION = "3.6.16"
 #: kwok / kwokctl (fake nodes, pod stages, binary-runtime cluster management).
 KWOK_VERSION = "0.7.0"
+#: Kueue (MultiKueue) run beside jobmirror by ``bench compare``; the module proxy here serves
+#: v0.19.2 only (newer tags answer 403). Built from its Go module, never committed.
+KUEUE_VERSION = "0.19.2"
 
 
 def cache_root() -> Path:
