@@ -80,6 +80,9 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--worker-nodes", type=int, default=4, help="kwok nodes per worker (110 pods each)")
     k.add_argument("--timeout", type=float, default=None, help="seconds per contender and size (default 120 + 1/Job)")
     k.add_argument("--cleanup-timeout", type=float, default=60.0, help="seconds to wait for remote copies to go")
+    bh = sub.add_parser("behaviour", help="the Job catalogue through jobmirror and MultiKueue, side by side")
+    bh.add_argument("--out", type=Path, default=REPO / "results")
+    bh.add_argument("--systems", default="jobmirror,multikueue", help="comma-separated: jobmirror,multikueue")
     pl = sub.add_parser("plot", help="re-render the PNG of a results JSON")
     pl.add_argument("json", type=Path)
     return p
@@ -168,6 +171,11 @@ def main(argv: list[str] | None = None) -> int:
         {"mirror": plot.plot_mirror, "compare": plot.plot_compare}.get(result["benchmark"], plot.plot_builtin)(
             result, png)
         print(png)
+        return 0
+    if args.cmd == "behaviour":
+        from bench import behaviour
+
+        behaviour.main(args.out, [s.strip() for s in args.systems.split(",") if s.strip()])
         return 0
     started = time.monotonic()
     if args.cmd in ("all", "mirror"):

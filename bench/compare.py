@@ -135,10 +135,11 @@ def worker_selector(c: Contender) -> str:
 
 
 async def start(c: Contender, bed: ClusterBed, clusters: dict[str, LocalCluster], logs: Path,
-                n: int) -> Running:
+                n: int, *, workers: tuple[str, ...] = WORKERS, namespaces: tuple[str, ...] = (NAMESPACE,)) -> Running:
+    """Start contender ``c`` against ``clusters`` and return once it can take Jobs."""
     if c.system == "multikueue":
         assert c.kueue is not None
-        mk = MultiKueue(bed.workdir, clusters["manager"], {w: clusters[w] for w in WORKERS}, [NAMESPACE],
+        mk = MultiKueue(bed.workdir, clusters["manager"], {w: clusters[w] for w in workers}, list(namespaces),
                         c.kueue, quota=str(max(1000, 2 * n)), log_dir=logs / f"{c.key}-{n}")
         try:
             secs = await mk.start()
@@ -150,8 +151,9 @@ async def start(c: Contender, bed: ClusterBed, clusters: dict[str, LocalCluster]
     port = env.free_port()
     if c.system == "bare":
         argv = [sys.executable, "-m", "bench.bare", "--manager", str(clusters["manager"].kubeconfig),
-                *[a for w in WORKERS for a in ("--worker", f"{w}={clusters[w].kubeconfig}")],
-                "--namespace", NAMESPACE, "--origin", ORIGIN, "--qps", str(MIRROR_QPS), "--burst", str(MIRROR_BURST),
+                *[a for w in workers for a in ("--worker", f"{w}={clusters[w].kubeconfig}")],
+                "--namespace", namespaces[0], "--origin", ORIGIN,
+                "--qps", str(MIRROR_QPS), "--burst", str(MIRROR_BURST),
                 "--concurrency", str(MIRROR_RECONCILERS), "--health-port", str(port)]
         p = env.ControllerProcess(f"bare-{n}", argv, logs / f"{c.key}-{n}.log", port)
         p.start()
@@ -160,7 +162,7 @@ async def start(c: Contender, bed: ClusterBed, clusters: dict[str, LocalCluster]
     cfg: dict[str, Any] = {
         "controllerName": DEFAULT_CONTROLLER_NAME, "origin": ORIGIN,
         "managerKubeconfig": str(clusters["manager"].kubeconfig),
-        "workers": [{"name": w, "kubeconfig": str(clusters[w].kubeconfig)} for w in WORKERS],
+        "workers": [{"name": w, "kubeconfig": str(clusters[w].kubeconfig)} for w in workers],
         "metricsAddress": f"127.0.0.1:{port}",
     }
     if c.worker_qps is not None:
@@ -172,7 +174,7 @@ async def start(c: Contender, bed: ClusterBed, clusters: dict[str, LocalCluster]
     p.start()
     try:
         await p.wait_ready()
-        if not await _worker_up(p):
+        if not await _worker_up(p, workers):
             raise RuntimeError(f"jobmirror never saw both workers healthy:\n{p.log_tail()}")
     except BaseException:
         await p.stop()

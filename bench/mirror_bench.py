@@ -232,11 +232,11 @@ class MetricsTimeline(env.Periodic):
             })
 
 
-async def _worker_up(ctrl: env.ControllerProcess, timeout: float = 60) -> bool:
+async def _worker_up(ctrl: env.ControllerProcess, workers: tuple[str, ...] = WORKERS, timeout: float = 60) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         m = await ctrl.metrics()
-        if m is not None and all(promtext.total(m, "jobmirror_worker_up", {"worker": w}) == 1 for w in WORKERS):
+        if m is not None and all(promtext.total(m, "jobmirror_worker_up", {"worker": w}) == 1 for w in workers):
             return True
         await asyncio.sleep(0.3)
     return False
