@@ -97,7 +97,8 @@ CASES: tuple[Case, ...] = (
 
 
 def manifest(case: Case, system: str, run_id: str) -> Obj:
-    job = job_manifest(case.name, run_id, managed_by=DEFAULT_CONTROLLER_NAME if system == "jobmirror" else None)
+    job = job_manifest(case.name, run_id, managed_by=DEFAULT_CONTROLLER_NAME if system == "jobmirror" else None,
+                       requests=compare.REQUESTS)
     spec = job["spec"]
     for k, v in case.spec.items():
         if v is None:

@@ -80,6 +80,8 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--worker-nodes", type=int, default=4, help="kwok nodes per worker (110 pods each)")
     k.add_argument("--timeout", type=float, default=None, help="seconds per contender and size (default 120 + 1/Job)")
     k.add_argument("--cleanup-timeout", type=float, default=60.0, help="seconds to wait for remote copies to go")
+    k.add_argument("--idle-window", type=float, default=5.0,
+                   help="seconds of idle API-server traffic measured before each run (subtracted per Job)")
     bh = sub.add_parser("behaviour", help="the Job catalogue through jobmirror and MultiKueue, side by side")
     bh.add_argument("--out", type=Path, default=REPO / "results")
     bh.add_argument("--systems", default="jobmirror,multikueue", help="comma-separated: jobmirror,multikueue")
@@ -147,7 +149,8 @@ async def _compare(args: argparse.Namespace) -> tuple[Path, Path]:
 
     opts = compare.CompareOptions(
         sizes=args.sizes, out=args.out, worker_nodes=args.worker_nodes, pod_duration=args.pod_duration,
-        create_concurrency=args.create_concurrency, timeout=args.timeout, cleanup_timeout=args.cleanup_timeout)
+        create_concurrency=args.create_concurrency, timeout=args.timeout, cleanup_timeout=args.cleanup_timeout,
+        idle_window=args.idle_window)
     if args.contenders:
         opts.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     name = args.name or ("compare" + ("" if args.sizes == DEFAULT_SIZES else "-" + "-".join(map(str, args.sizes))))

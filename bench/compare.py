@@ -56,6 +56,10 @@ from mirror.naming import DEFAULT_CONTROLLER_NAME, FIELD_MANAGER, LABEL_ORIGIN
 from testkit.waiting import ensure_namespace
 
 DEFAULT_SIZES = [100, 1000]
+#: Every contender's pods request this. Kueue v0.19.2 attaches a ClusterQueue's admission checks
+#: by the flavors a workload was assigned; a Job that requests nothing gets no flavor, so no
+#: MultiKueue check: it is admitted in the manager and never mirrored back (seen here).
+REQUESTS = {"cpu": "10m", "memory": "16Mi"}
 MIRROR_QPS, MIRROR_BURST, MIRROR_RECONCILERS = 200.0, 400, 32
 
 
@@ -123,7 +127,8 @@ def manifests(c: Contender, n: int, run_id: str, pod_duration: str) -> list[Obj]
     from bench.bare import MANAGED_BY as BARE
 
     managed_by = {"bare": BARE, "jobmirror": DEFAULT_CONTROLLER_NAME}.get(c.system)
-    jobs = [job_manifest(f"job-{i:05d}", run_id, managed_by=managed_by, pod_duration=pod_duration) for i in range(n)]
+    jobs = [job_manifest(f"job-{i:05d}", run_id, managed_by=managed_by, pod_duration=pod_duration,
+                         requests=REQUESTS) for i in range(n)]
     return [queued_job(j) for j in jobs] if c.system == "multikueue" else jobs
 
 

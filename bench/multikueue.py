@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import os
 import subprocess
 import time
 from dataclasses import dataclass
@@ -216,7 +217,12 @@ class MultiKueue:
         crds = src / "config" / "components" / "crd" / "bases"
         for c in self.clusters.values():
             _apply(c, path=crds)
-            proc = c.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=120s", check=False)
+            for _ in range(20):  # a CRD just applied may have no status yet: kubectl wait then errors out
+                proc = c.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=120s",
+                                 check=False)
+                if proc.returncode == 0:
+                    break
+                time.sleep(0.5)
             if proc.returncode != 0:
                 raise MultiKueueError(f"{c.name}: Kueue CRDs not Established: {proc.stderr[-500:]}")
             _apply(c, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
@@ -236,7 +242,7 @@ class MultiKueue:
         cfg_path.write_text(yaml.safe_dump(cfg))
         proc = env.ControllerProcess(
             f"kueue-{name}", [str(binary), "--config", str(cfg_path), "--kubeconfig", str(cluster.kubeconfig),
-                              "--zap-log-level=error"],
+                              f"--zap-log-level={os.environ.get('JOBMIRROR_KUEUE_LOG_LEVEL', 'error')}"],
             self.log_dir / f"kueue-{name}.log", health)
         proc.start()
         self.procs[name] = proc
