@@ -366,6 +366,18 @@ async def run(opts: CompareOptions) -> dict[str, Any]:
     return result
 
 
+def dispatch_rate(r: dict[str, Any]) -> tuple[float | None, bool]:
+    """Dispatches per second and whether it is partial (a timed-out run: copies so far / their window)."""
+    full = r["throughput"]["dispatchedPerSecond"]
+    if full is not None:
+        return full, False
+    tl = r.get("timeline") or {}
+    d, sub = tl.get("dispatched") or [], tl.get("submitted") or []
+    if len(d) < 2 or not sub or max(d) <= min(sub):
+        return None, True
+    return round(len(d) / (max(d) - min(sub)), 3), True
+
+
 def headline(r: dict[str, Any]) -> dict[str, Any]:
     """The figures of one contender's run that go in the table (``None`` when unknown)."""
     if "error" in r:
@@ -375,7 +387,8 @@ def headline(r: dict[str, Any]) -> dict[str, Any]:
     return {
         "allCompleteSeconds": th["allCompleteSeconds"],
         "completed": r["outcomes"].get("Complete", 0),
-        "dispatchesPerSecond": th["dispatchedPerSecond"],
+        "dispatchesPerSecond": dispatch_rate(r)[0],
+        "dispatchesPartial": dispatch_rate(r)[1],
         "dispatch": {q: lat["dispatch"]["watch"][q] for q in ("p50", "p95", "p99")},
         "status": {q: lat["statusPropagation"]["watch"][q] for q in ("p50", "p95", "p99")},
         "managerPerJob": api["manager"]["perJobExcludingIdle"],
@@ -391,7 +404,7 @@ def ratios(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
     """Ratios from the same run: jobmirror's dispatch rate against the limit and MultiKueue."""
     def rate(k: str) -> float | None:
         r = results.get(k) or {}
-        return None if "error" in r or not r else r["throughput"]["dispatchedPerSecond"]
+        return None if "error" in r or not r else dispatch_rate(r)[0]
 
     def div(a: float | None, b: float | None) -> float | None:
         return None if a is None or not b else round(a / b, 2)
@@ -425,7 +438,8 @@ def markdown_table(result: dict[str, Any]) -> str:
                 continue
             done = f(h["allCompleteSeconds"]) if not h["timedOut"] else f"timed out ({h['completed']}/{row['jobs']})"
             lines.append(
-                f"| {row['jobs']} | {label} | {done} | {f(h['dispatchesPerSecond'])} | "
+                f"| {row['jobs']} | {label} | {done} | {f(h['dispatchesPerSecond'])}"
+                f"{' (partial)' if h['dispatchesPartial'] else ''} | "
                 f"{'/'.join(f(h['dispatch'][q]) for q in ('p50', 'p95', 'p99'))} | "
                 f"{'/'.join(f(h['status'][q]) for q in ('p50', 'p95', 'p99'))} | "
                 f"{f(h['managerPerJob'])} · {f(h['workersPerJob'])} | {f(h['cpuSeconds'])} ({f(h['cpuMsPerJob'])}) | "

@@ -94,7 +94,7 @@ def test_manifests_differ_only_in_who_claims_them() -> None:
 def _run(rate: float | None, error: bool = False) -> dict[str, Any]:
     if error:
         return {"error": "boom"}
-    return {"throughput": {"dispatchedPerSecond": rate}}
+    return {"throughput": {"dispatchedPerSecond": rate}, "timeline": {}}
 
 
 @pytest.mark.parametrize(("results", "key", "expected"), [
@@ -113,7 +113,9 @@ def test_ratios_come_from_the_same_run_and_tolerate_missing_sides(results: dict[
 def _full(rate: float, timed_out: bool = False) -> dict[str, Any]:
     lat = {"p50": 0.1, "p95": 0.2, "p99": 0.3}
     return {"contender": "x", "jobs": 10, "timedOut": timed_out, "outcomes": {"Complete": 7 if timed_out else 10},
-            "throughput": {"allCompleteSeconds": None if timed_out else 3.5, "dispatchedPerSecond": rate},
+            "timeline": {"submitted": [0.5, 1.0], "dispatched": [1.5, 2.5, 4.5]},
+            "throughput": {"allCompleteSeconds": None if timed_out else 3.5,
+                           "dispatchedPerSecond": None if timed_out else rate},
             "latencySeconds": {"dispatch": {"watch": lat}, "statusPropagation": {"watch": lat}},
             "apiRequests": {"manager": {"perJobExcludingIdle": 2.0}, "workersCombined": {"perJobExcludingIdle": 9.0}},
             "controller": {"cpuSecondsWorkload": 0.5, "cpuSecondsPerJob": 0.05, "peakRssMiB": 90.0}}
@@ -126,7 +128,7 @@ def test_markdown_table_has_a_row_per_contender_and_says_timeouts_and_failures()
     table = compare.markdown_table(result).splitlines()
     assert len(table) == 5
     assert "| 10 | bare | 3.50 | 5.00 | 0.10/0.20/0.30 |" in table[2]
-    assert "timed out (7/10)" in table[3]
+    assert "timed out (7/10) | 0.75 (partial) |" in table[3]  # 3 copies from 0.5 s to 4.5 s
     assert "failed: it broke" in table[4]
 
 
