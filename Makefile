@@ -1,4 +1,4 @@
-.PHONY: test unit demo bench e2e e2e-kind lint
+.PHONY: test unit demo bench bench-compare e2e e2e-kind lint
 
 # The README's two commands.
 demo:
@@ -19,6 +19,10 @@ lint:
 
 bench:
 	bash scripts/bootstrap.sh && .venv/bin/python -m bench $(ARGS)
+
+# jobmirror vs MultiKueue v0.19.2 vs the bare-API limit (builds Kueue on first use, 10-20 min).
+bench-compare:
+	bash scripts/bootstrap.sh && .venv/bin/python -m bench compare $(ARGS)
 
 e2e-kind:
 	bash e2e/kind/run.sh $(ARGS)

@@ -132,6 +132,7 @@ class Record:
     remote_gone_at: float | None = None
     created_at: float = 0.0
     remote_seen: bool = False
+    remote_final: Obj | None = None  # the worker copy as last seen (its own Job controller's view)
 
     def on_manager(self, obj: Obj, etype: str) -> None:
         if etype == "DELETED":
@@ -199,7 +200,9 @@ async def run_catalogue(system: str, cases: list[Case], kube_version: str, out: 
             r.remote_seen = True
             if etype == "DELETED":
                 r.remote_gone_at = time.time()
-            elif r.remote_active_at is None and ((new.get("status") or {}).get("active") or 0) > 0:
+                return
+            r.remote_final = new
+            if r.remote_active_at is None and ((new.get("status") or {}).get("active") or 0) > 0:
                 r.remote_active_at = time.time()
 
         minf = Informer(mgr, JOBS, namespace=NAMESPACE)
@@ -244,6 +247,7 @@ async def run_catalogue(system: str, cases: list[Case], kube_version: str, out: 
                 "what": by_name[name].what,
                 "conditionSequence": r.conditions,
                 "final": summarize_status(r.final) if not r.deleted else "deleted",
+                "workerCopyLastSeen": summarize_status(r.remote_final),
                 "terminal": terminal(r.final),
                 "events": r.events,
                 "remoteCopyLeft": remote is not None,

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.integration
 def test_bench_compare_bare_and_jobmirror_end_to_end(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "bench", "compare", "--name", "smoke", "--out", str(tmp_path), "--jobs", "6",
-           "--contenders", "bare,jobmirror", "--worker-nodes", "1", "--idle-window", "1", "--timeout", "120"]
+           "--contenders", "bare,jobmirror", "--worker-nodes", "1", "--idle-window", "1", "--timeout", "300"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -35,7 +35,8 @@ def test_bench_compare_bare_and_jobmirror_end_to_end(tmp_path: Path) -> None:
     for key in ("bare", "jobmirror"):
         r = run["results"][key]
         assert "error" not in r, r.get("error")
-        assert not r["timedOut"] and r["outcomes"] == {"Complete": 6}, key
+        assert not r["timedOut"] and r["outcomes"] == {"Complete": 6}, (key, r["outcomes"], r["anomalies"],
+                                                                         r["controller"].get("stopped"))
         assert r["anomalies"]["unfinishedCopiesDeleted"] == 0 and r["anomalies"]["copiesRecreated"] == 0, key
         assert r["throughput"]["dispatchedPerSecond"] > 0 and r["latencySeconds"]["statusPropagation"]["watch"][
             "count"] == 6, key
