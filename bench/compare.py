@@ -436,10 +436,16 @@ def markdown_table(result: dict[str, Any]) -> str:
             if "error" in h:
                 lines.append(f"| {row['jobs']} | {label} | failed: {h['error'][:80]} ||||||| ")
                 continue
-            done = f(h["allCompleteSeconds"]) if not h["timedOut"] else f"timed out ({h['completed']}/{row['jobs']})"
+            if h["timedOut"]:
+                # Latencies and per-Job costs of an unfinished run cover only the Jobs that got
+                # through (the slowest never did): not comparable, so not shown.
+                lines.append(
+                    f"| {row['jobs']} | {label} | timed out ({h['completed']}/{row['jobs']} Complete) | "
+                    f"{f(h['dispatchesPerSecond'])} (partial) | n/a | n/a | n/a | {f(h['cpuSeconds'])} (n/a) | "
+                    f"{f(h['peakRssMiB'])} |")
+                continue
             lines.append(
-                f"| {row['jobs']} | {label} | {done} | {f(h['dispatchesPerSecond'])}"
-                f"{' (partial)' if h['dispatchesPartial'] else ''} | "
+                f"| {row['jobs']} | {label} | {f(h['allCompleteSeconds'])} | {f(h['dispatchesPerSecond'])} | "
                 f"{'/'.join(f(h['dispatch'][q]) for q in ('p50', 'p95', 'p99'))} | "
                 f"{'/'.join(f(h['status'][q]) for q in ('p50', 'p95', 'p99'))} | "
                 f"{f(h['managerPerJob'])} · {f(h['workersPerJob'])} | {f(h['cpuSeconds'])} ({f(h['cpuMsPerJob'])}) | "

@@ -128,7 +128,7 @@ def test_markdown_table_has_a_row_per_contender_and_says_timeouts_and_failures()
     table = compare.markdown_table(result).splitlines()
     assert len(table) == 5
     assert "| 10 | bare | 3.50 | 5.00 | 0.10/0.20/0.30 |" in table[2]
-    assert "timed out (7/10) | 0.75 (partial) |" in table[3]  # 3 copies from 0.5 s to 4.5 s
+    assert "timed out (7/10 Complete) | 0.75 (partial) | n/a |" in table[3]  # 3 copies from 0.5 s to 4.5 s
     assert "failed: it broke" in table[4]
 
 
