@@ -190,18 +190,22 @@ def plot_compare(result: dict[str, Any], path: Path) -> Path:
                 continue
             tl = r["timeline"]
             xs = tl.get("managerComplete") or []
-            ax.plot(xs, range(1, len(xs) + 1), color=colors[key],
-                    label=f"{label}: {r['throughput']['allCompleteSeconds']} s")
+            done = (f"{r['throughput']['allCompleteSeconds']} s" if not r["timedOut"]
+                    else f"timed out, {len(xs)}/{r['jobs']} Complete")
+            ax.plot(xs, range(1, len(xs) + 1), color=colors[key], label=f"{label}: {done}")
             d = tl.get("dispatched") or []
             ax.plot(d, range(1, len(d) + 1), color=colors[key], ls=":", lw=0.9)
             _cdf(ax2, r["samples"]["statusWatch"], f"{label} status", "-")
             _cdf(ax2, r["samples"]["dispatchWatch"], f"{label} dispatch", ":")
             for line in ax2.lines[-2:]:
                 line.set_color(colors[key])
-            bars[key] = [float(r["throughput"]["dispatchedPerSecond"] or 0),
-                         float(r["apiRequests"]["manager"]["perJobExcludingIdle"] or 0),
-                         float(r["apiRequests"]["workersCombined"]["perJobExcludingIdle"] or 0),
-                         1000 * float(r["controller"]["cpuSecondsPerJob"] or 0)]
+            from bench.compare import dispatch_rate
+
+            nan = float("nan")  # a timed-out run's per-Job costs cover only the Jobs that got through
+            bars[key] = [float(dispatch_rate(r)[0] or 0)] + ([nan] * 3 if r["timedOut"] else [
+                float(r["apiRequests"]["manager"]["perJobExcludingIdle"] or 0),
+                float(r["apiRequests"]["workersCombined"]["perJobExcludingIdle"] or 0),
+                1000 * float(r["controller"]["cpuSecondsPerJob"] or 0)])
         ax.set_title(f"{run['jobs']} Jobs: manager Jobs Complete (solid), remote copies created (dotted); "
                      f"order {', '.join(run['order'])}", fontsize=9)
         ax.set_xlabel("seconds since first create")
