@@ -1,4 +1,4 @@
-.PHONY: test unit demo bench chaos e2e e2e-kind lint
+.PHONY: test unit demo bench bench-compare chaos e2e e2e-kind lint
 
 # The README's two commands.
 demo:
@@ -23,6 +23,10 @@ bench:
 # Every fault scenario at 200 Jobs, judged by testkit/invariants.py: results/chaos.json + .png
 chaos:
 	bash scripts/bootstrap.sh && .venv/bin/python -m bench chaos $(ARGS)
+
+# jobmirror vs MultiKueue v0.19.2 vs the bare-API limit (builds Kueue on first use, 10-20 min).
+bench-compare:
+	bash scripts/bootstrap.sh && .venv/bin/python -m bench compare $(ARGS)
 
 e2e-kind:
 	bash e2e/kind/run.sh $(ARGS)

@@ -1,4 +1,4 @@
-"""``python -m bench [all|mirror|builtin|plot] [flags]`` — see bench/README.md."""
+"""``python -m bench [all|mirror|builtin|compare|plot] [flags]`` — see bench/README.md."""
 
 from __future__ import annotations
 
@@ -77,6 +77,22 @@ def parser() -> argparse.ArgumentParser:
     ch.add_argument("--timeout", type=float, default=None, help="seconds per scenario (default 150 + 0.6 per Job)")
     ch.add_argument("--out", type=Path, default=REPO / "results", help="results directory (default: results/)")
     ch.add_argument("--name", default="chaos", help="base name of the JSON/PNG (default: chaos)")
+    cmp_ = sub.add_parser("compare", parents=[common],
+                          help="jobmirror vs MultiKueue vs the bare-API limit, same bed, one run")
+    k = cmp_.add_argument_group("compare")
+    k.add_argument("--jobs", "--sizes", dest="sizes", type=_sizes, default=DEFAULT_SIZES,
+                   help="comma-separated Job counts (default 100,1000; 5000 as e.g. --jobs 100,1000,5000)")
+    k.add_argument("--contenders", default=None,
+                   help="comma-separated subset of bare,jobmirror,jobmirror-5qps,multikueue,multikueue-equal "
+                        "(default: all; MultiKueue builds Kueue on first use, 10-20 min)")
+    k.add_argument("--worker-nodes", type=int, default=4, help="kwok nodes per worker (110 pods each)")
+    k.add_argument("--timeout", type=float, default=None, help="seconds per contender and size (default 120 + 1/Job)")
+    k.add_argument("--cleanup-timeout", type=float, default=60.0, help="seconds to wait for remote copies to go")
+    k.add_argument("--idle-window", type=float, default=5.0,
+                   help="seconds of idle API-server traffic measured before each run (subtracted per Job)")
+    bh = sub.add_parser("behaviour", help="the Job catalogue through jobmirror and MultiKueue, side by side")
+    bh.add_argument("--out", type=Path, default=REPO / "results")
+    bh.add_argument("--systems", default="jobmirror,multikueue", help="comma-separated: jobmirror,multikueue")
     pl = sub.add_parser("plot", help="re-render the PNG of a results JSON")
     pl.add_argument("json", type=Path)
     return p
@@ -95,6 +111,8 @@ def _write(result: dict[str, Any], out: Path, name: str) -> tuple[Path, Path]:
         plot.plot_mirror(result, png)
     elif result["benchmark"] == "chaos":
         plot.plot_chaos(result, png)
+    elif result["benchmark"] == "compare":
+        plot.plot_compare(result, png)
     else:
         plot.plot_builtin(result, png)
     return jpath, png
@@ -174,6 +192,22 @@ async def _chaos(args: argparse.Namespace) -> int:
         say(chaos.table_row(r))
     say(f"wrote {paths[0]} and {paths[1]}")
     return 0 if all(r.get("ok") for r in result["runs"]) else 1
+async def _compare(args: argparse.Namespace) -> tuple[Path, Path]:
+    from bench import compare
+    from bench.env import say
+
+    opts = compare.CompareOptions(
+        sizes=args.sizes, out=args.out, worker_nodes=args.worker_nodes, pod_duration=args.pod_duration,
+        create_concurrency=args.create_concurrency, timeout=args.timeout, cleanup_timeout=args.cleanup_timeout,
+        idle_window=args.idle_window)
+    if args.contenders:
+        opts.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    name = args.name or ("compare" + ("" if args.sizes == DEFAULT_SIZES else "-" + "-".join(map(str, args.sizes))))
+    result = await compare.run(opts)
+    paths = _write(result, args.out, name)
+    print(compare.markdown_table(result))
+    say(f"wrote {paths[0]} and {paths[1]}")
+    return paths
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,8 +220,14 @@ def main(argv: list[str] | None = None) -> int:
 
         result = json.loads(args.json.read_text())
         png = args.json.with_suffix(".png")
-        {"mirror": plot.plot_mirror, "chaos": plot.plot_chaos}.get(result["benchmark"], plot.plot_builtin)(result, png)
+        {"mirror": plot.plot_mirror, "chaos": plot.plot_chaos, "compare": plot.plot_compare}.get(
+            result["benchmark"], plot.plot_builtin)(result, png)
         print(png)
+        return 0
+    if args.cmd == "behaviour":
+        from bench import behaviour
+
+        behaviour.main(args.out, [s.strip() for s in args.systems.split(",") if s.strip()])
         return 0
     started = time.monotonic()
     if args.cmd == "chaos":
@@ -196,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_mirror(args))
     if args.cmd in ("all", "builtin"):
         asyncio.run(_builtin(args))
+    if args.cmd == "compare":
+        asyncio.run(_compare(args))
     from bench.env import say
 
     say(f"done in {time.monotonic() - started:.0f}s")

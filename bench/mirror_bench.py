@@ -87,6 +87,9 @@ class Tracker:
     unexpected: list[str] = field(default_factory=list)
     premature_deletes: int = 0  # copies deleted while their manager Job had not finished
     recreated: int = 0  # copies created again after such a deletion
+    #: whose status-subresource managedFields entry times the manager-side status write
+    #: (``None``: any manager's; ``bench compare`` measures other controllers too)
+    status_manager: str | None = FIELD_MANAGER
 
     def _job(self, name: str) -> JobTimes:
         jt = self.jobs.get(name)
@@ -106,7 +109,7 @@ class Tracker:
             if outcome:
                 jt.mgr_done_seen = now
                 jt.mgr_outcome = outcome
-                jt.mgr_status_written = kubetime.managed_fields_time(new, manager=FIELD_MANAGER)
+                jt.mgr_status_written = kubetime.managed_fields_time(new, manager=self.status_manager)
                 self.counts["managerDone"] += 1
         if (jt.mgr_done_seen is not None and jt.mgr_released_seen is None
                 and FINALIZER not in (new["metadata"].get("finalizers") or [])):
@@ -229,11 +232,11 @@ class MetricsTimeline(env.Periodic):
             })
 
 
-async def _worker_up(ctrl: env.ControllerProcess, timeout: float = 60) -> bool:
+async def _worker_up(ctrl: env.ControllerProcess, workers: tuple[str, ...] = WORKERS, timeout: float = 60) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         m = await ctrl.metrics()
-        if m is not None and all(promtext.total(m, "jobmirror_worker_up", {"worker": w}) == 1 for w in WORKERS):
+        if m is not None and all(promtext.total(m, "jobmirror_worker_up", {"worker": w}) == 1 for w in workers):
             return True
         await asyncio.sleep(0.3)
     return False

@@ -206,3 +206,68 @@ def plot_chaos(result: dict[str, Any], path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_compare(result: dict[str, Any], path: Path) -> Path:
+    """One row per size: manager-Complete curves, status-propagation CDFs, and headline bars per contender."""
+    runs = result["runs"]
+    keys = list(result["contenders"])
+    colors = dict(zip(keys, itertools.cycle(["black", "tab:blue", "tab:cyan", "tab:red", "tab:orange",
+                                              "tab:green"]), strict=False))
+    fig, axes = plt.subplots(max(1, len(runs)), 3, figsize=(20, 4.6 * max(1, len(runs))), squeeze=False)
+    for row, run in enumerate(runs):
+        ax, ax2, ax3 = axes[row]
+        bars: dict[str, list[float]] = {}
+        for key in keys:
+            r = run["results"].get(key) or {}
+            label = result["contenders"][key]["label"]
+            if "error" in r or not r:
+                ax.plot([], [], color=colors[key], label=f"{label}: failed")
+                continue
+            tl = r["timeline"]
+            xs = tl.get("managerComplete") or []
+            done = (f"{r['throughput']['allCompleteSeconds']} s" if not r["timedOut"]
+                    else f"timed out, {len(xs)}/{r['jobs']} Complete")
+            ax.plot(xs, range(1, len(xs) + 1), color=colors[key], label=f"{label}: {done}")
+            d = tl.get("dispatched") or []
+            ax.plot(d, range(1, len(d) + 1), color=colors[key], ls=":", lw=0.9)
+            _cdf(ax2, r["samples"]["statusWatch"], f"{label} status", "-")
+            _cdf(ax2, r["samples"]["dispatchWatch"], f"{label} dispatch", ":")
+            for line in ax2.lines[-2:]:
+                line.set_color(colors[key])
+            from bench.compare import dispatch_rate
+
+            nan = float("nan")  # a timed-out run's per-Job costs cover only the Jobs that got through
+            bars[key] = [float(dispatch_rate(r)[0] or 0)] + ([nan] * 3 if r["timedOut"] else [
+                float(r["apiRequests"]["manager"]["perJobExcludingIdle"] or 0),
+                float(r["apiRequests"]["workersCombined"]["perJobExcludingIdle"] or 0),
+                1000 * float(r["controller"]["cpuSecondsPerJob"] or 0)])
+        ax.set_title(f"{run['jobs']} Jobs: manager Jobs Complete (solid), remote copies created (dotted); "
+                     f"order {', '.join(run['order'])}", fontsize=9)
+        ax.set_xlabel("seconds since first create")
+        ax.set_ylabel("Jobs")
+        ax.legend(fontsize=7, loc="lower right")
+        ax.grid(alpha=0.3)
+        ax2.set_xscale("symlog", linthresh=10)
+        ax2.set_xlabel("ms (watch receive times)")
+        ax2.set_ylabel("fraction of Jobs")
+        ax2.set_title("status propagation (solid) and dispatch (dotted) latency CDF", fontsize=9)
+        ax2.legend(fontsize=6, loc="lower right")
+        ax2.grid(alpha=0.3)
+        names = ["dispatches/s", "API calls/Job manager", "API calls/Job workers", "CPU ms/Job"]
+        w = 0.8 / max(1, len(bars))
+        for i, (key, vals) in enumerate(bars.items()):
+            b = ax3.bar([x + (i - (len(bars) - 1) / 2) * w for x in range(len(names))], vals, w,
+                        color=colors[key], label=result["contenders"][key]["label"])
+            ax3.bar_label(b, fmt="%.3g", fontsize=6)
+        ax3.set_xticks(list(range(len(names))), names, fontsize=8)
+        ax3.set_yscale("log")
+        ax3.legend(fontsize=6)
+        ax3.set_title("same run, same bed rebuilt per contender (log scale)", fontsize=9)
+    fig.suptitle(f"jobmirror vs MultiKueue v{result.get('kueueVersion')} vs the bare-API limit — manager + 2 kwok "
+                 "workers; shared 2-core machine", fontsize=12)
+    _footer(fig, result)
+    fig.tight_layout(rect=(0, 0.02, 1, 0.97))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

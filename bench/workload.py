@@ -22,6 +22,7 @@ def job_manifest(
     indexed: bool = False,
     managed_by: str | None = None,
     pod_duration: str = "1s",
+    requests: dict[str, str] | None = None,
 ) -> Obj:
     spec: Obj = {
         "completions": completions,
@@ -31,7 +32,8 @@ def job_manifest(
             "metadata": {"labels": {BENCH_LABEL: run_id},
                          "annotations": {"jobmirror.dev/kwok-duration": pod_duration}},
             "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "main", "image": "busybox"}]},
+                     "containers": [{"name": "main", "image": "busybox",
+                                     **({"resources": {"requests": dict(requests)}} if requests else {})}]},
         },
     }
     if indexed:

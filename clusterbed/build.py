@@ -301,6 +301,43 @@ def prometheus_operator_crds(version: str = versions.PROMETHEUS_OPERATOR_VERSION
     if not crds.is_dir():
         raise BuildError(f"{module} has no example/prometheus-operator-crd/")
     return crds
+def build_kueue(kueue_version: str = versions.KUEUE_VERSION) -> Path:
+    """Build Kueue's manager binary into ``<cache>/bin/kueue-<version>/kueue``.
+
+    Kueue is built inside its own module (its go.mod pins the controller-runtime and
+    Kubernetes libraries it was released with) rather than from a scratch module: the
+    module cache copy is read-only, so it is copied out and made writable first.
+    """
+    dest = _bin_dir("kueue", kueue_version)
+    _build_once(f"kueue-{kueue_version}", dest, ("kueue",), lambda: _build_kueue_locked(kueue_version, dest))
+    return dest / "kueue"
+
+
+def kueue_source(kueue_version: str = versions.KUEUE_VERSION) -> Path:
+    """The read-only module-cache directory of Kueue (its CRDs are applied from here)."""
+    out = subprocess.run(
+        ["go", "mod", "download", "-json", f"sigs.k8s.io/kueue@v{kueue_version}"],
+        check=False, capture_output=True, text=True, env=_go_env(), cwd=versions.cache_root(),
+    )
+    if out.returncode != 0:
+        raise BuildError(f"go mod download sigs.k8s.io/kueue@v{kueue_version} failed:\n{out.stdout}{out.stderr}")
+    return Path(json.loads(out.stdout)["Dir"])
+
+
+def _build_kueue_locked(kueue_version: str, dest: Path) -> None:
+    versions.cache_root().mkdir(parents=True, exist_ok=True)
+    _log(f"kueue v{kueue_version}: downloading the module")
+    src = kueue_source(kueue_version)
+    work = versions.cache_root() / "build" / f"kueue-{kueue_version}"
+    if not (work / "go.mod").is_file():
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(src, work)
+        subprocess.run(["chmod", "-R", "u+w", str(work)], check=True)
+    (work / "out").mkdir(exist_ok=True)
+    ldflags = f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=v{kueue_version}"
+    _run_go(["build", "-v", "-trimpath", "-ldflags", ldflags, "-o", "out/kueue", "./cmd/kueue"],
+            work, f"kueue v{kueue_version}")
+    _install(work, dest, ("kueue",))
 
 
 def ensure_binaries(kube_version: str = versions.KUBE_VERSION) -> Binaries:
@@ -324,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build and cache the cluster-bed binaries.")
     parser.add_argument("--kube-version", action="append",
                         help="Kubernetes version(s) to build (default: the pinned one)")
+    parser.add_argument("--kueue", action="store_true",
+                        help=f"also build Kueue v{versions.KUEUE_VERSION} (for `bench compare`)")
     parser.add_argument("--with-old", action="store_true",
                         help=f"also build the skew version {versions.OLD_KUBE_VERSION}")
     parser.add_argument("--no-helm", action="store_true",
@@ -340,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_helm:
             _log(f"ready: {build_helm()}")
             _log(f"ready: Prometheus Operator CRDs in {prometheus_operator_crds()}")
+        if args.kueue:
+            _log(f"ready: Kueue in {build_kueue()}")
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

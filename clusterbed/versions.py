@@ -24,6 +24,9 @@ HELM_VERSION = "3.20.0"
 #: module, nothing built; the monitoring test validates deploy/monitoring against them server-side.
 #: (promtool is not built: cmd/promtool links every service-discovery SDK, >8 min cold here.)
 PROMETHEUS_OPERATOR_VERSION = "0.85.0"
+#: Kueue (MultiKueue) run beside jobmirror by ``bench compare``; the module proxy here serves
+#: v0.19.2 only (newer tags answer 403). Built from its Go module, never committed.
+KUEUE_VERSION = "0.19.2"
 
 
 def cache_root() -> Path:

@@ -1,0 +1,463 @@
+"""``bench compare``: jobmirror, MultiKueue and the bare-API limit on the same bed, one run.
+
+Every contender gets freshly built clusters (manager + 2 kwok workers), the same Job
+manifests, the same watches (:class:`bench.mirror_bench.Tracker`) and the same scrapes
+(``apiserver_request_total``, ``/proc`` CPU and peak RSS of every process the contender
+runs). Contenders run in alternating order per size so drift in the machine's load does
+not always favour the same one.
+
+Contenders (keys):
+
+- ``bare``: :mod:`bench.bare` — create copy, copy final status, delete copy; no decisions.
+- ``jobmirror``: defaults (200 QPS / burst 400 per cluster, 32 reconcilers).
+- ``jobmirror-5qps``: 5 QPS / burst 10 on every worker connection, as MultiKueue v0.19.2.
+- ``multikueue``: Kueue v0.19.2 with its shipped configuration (manager client 300/500,
+  Job/Workload reconcilers 5/10); worker connections are client-go's 5/10 and cannot be
+  changed in v0.19.2.
+- ``multikueue-equal``: the same with the manager client and reconcilers set to
+  jobmirror's (200/400, 32/32) — as equal as v0.19.2 allows (workers still 5/10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench import env, promtext
+from bench.machine import load
+from bench.mirror_bench import (
+    NAMESPACE,
+    ORIGIN,
+    WORKERS,
+    Tracker,
+    _client_side,
+    _controller_counters,
+    _results,
+    _worker_up,
+    controller_argv,
+)
+from bench.multikueue import KueueSettings, MultiKueue, queued_job
+from bench.workload import Submission, job_manifest, submit
+from clusterbed import versions
+from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster
+from kruntime.client import ClusterClient
+from kruntime.informer import Informer
+from kruntime.resources import JOBS, Obj
+from mirror.naming import DEFAULT_CONTROLLER_NAME, FIELD_MANAGER, LABEL_ORIGIN
+from testkit.waiting import ensure_namespace
+
+DEFAULT_SIZES = [100, 1000]
+#: Every contender's pods request this. Kueue v0.19.2 attaches a ClusterQueue's admission checks
+#: by the flavors a workload was assigned; a Job that requests nothing gets no flavor, so no
+#: MultiKueue check: it is admitted in the manager and never mirrored back (seen here).
+REQUESTS = {"cpu": "10m", "memory": "16Mi"}
+MIRROR_QPS, MIRROR_BURST, MIRROR_RECONCILERS = 200.0, 400, 32
+
+
+@dataclass(frozen=True)
+class Contender:
+    key: str
+    system: str  # bare | jobmirror | multikueue
+    label: str
+    worker_qps: float | None = None  # None: the system's default
+    worker_burst: int | None = None
+    kueue: KueueSettings | None = None
+
+
+CONTENDERS: dict[str, Contender] = {c.key: c for c in (
+    Contender("bare", "bare", f"bare-API limit ({MIRROR_QPS:g}/{MIRROR_BURST})"),
+    Contender("jobmirror", "jobmirror", f"jobmirror defaults ({MIRROR_QPS:g}/{MIRROR_BURST})"),
+    Contender("jobmirror-5qps", "jobmirror", "jobmirror, workers 5/10", worker_qps=5, worker_burst=10),
+    Contender("multikueue", "multikueue", f"MultiKueue v{versions.KUEUE_VERSION} shipped config",
+              kueue=KueueSettings()),
+    Contender("multikueue-equal", "multikueue", f"MultiKueue v{versions.KUEUE_VERSION}, manager {MIRROR_QPS:g}/"
+              f"{MIRROR_BURST}", kueue=KueueSettings(qps=MIRROR_QPS, burst=MIRROR_BURST,
+                                                     job_concurrency=MIRROR_RECONCILERS,
+                                                     workload_concurrency=MIRROR_RECONCILERS)),
+)}
+
+
+def order_for(keys: list[str], round_index: int) -> list[str]:
+    """Alternate the order between rounds (sizes) so no contender always runs first."""
+    return list(keys) if round_index % 2 == 0 else list(reversed(keys))
+
+
+@dataclass
+class CompareOptions:
+    sizes: list[int]
+    out: Path
+    contenders: list[str] = field(default_factory=lambda: list(CONTENDERS))
+    worker_nodes: int = 4
+    pod_duration: str = "1s"
+    create_concurrency: int = 50
+    timeout: float | None = None  # per contender and size; None = 120 s + 1 s per Job
+    cleanup_timeout: float = 60.0
+    idle_window: float = 5.0
+
+
+class Running:
+    """What one contender runs: its processes and how to read its own counters."""
+
+    def __init__(self, procs: dict[str, env.ControllerProcess], mk: MultiKueue | None = None) -> None:
+        self.procs = procs
+        self.mk = mk
+
+    async def metrics(self) -> list[promtext.Sample] | None:
+        p = self.procs.get("jobmirror")
+        return await p.metrics() if p is not None else None
+
+    async def stop(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, p in self.procs.items():
+            out[name] = {"exitCode": await p.stop(), "log": p.log_summary()}
+        return out
+
+
+def manifests(c: Contender, n: int, run_id: str, pod_duration: str) -> list[Obj]:
+    """The same one-pod Jobs for everybody; only what claims them differs."""
+    from bench.bare import MANAGED_BY as BARE
+
+    managed_by = {"bare": BARE, "jobmirror": DEFAULT_CONTROLLER_NAME}.get(c.system)
+    jobs = [job_manifest(f"job-{i:05d}", run_id, managed_by=managed_by, pod_duration=pod_duration,
+                         requests=REQUESTS) for i in range(n)]
+    return [queued_job(j) for j in jobs] if c.system == "multikueue" else jobs
+
+
+def worker_selector(c: Contender) -> str:
+    from bench import multikueue
+
+    return (f"{multikueue.ORIGIN_LABEL}={multikueue.ORIGIN}" if c.system == "multikueue"
+            else f"{LABEL_ORIGIN}={ORIGIN}")
+
+
+async def start(c: Contender, bed: ClusterBed, clusters: dict[str, LocalCluster], logs: Path,
+                n: int, *, workers: tuple[str, ...] = WORKERS, namespaces: tuple[str, ...] = (NAMESPACE,)) -> Running:
+    """Start contender ``c`` against ``clusters`` and return once it can take Jobs."""
+    if c.system == "multikueue":
+        assert c.kueue is not None
+        mk = MultiKueue(bed.workdir, clusters["manager"], {w: clusters[w] for w in workers}, list(namespaces),
+                        c.kueue, quota=str(max(1000, 2 * n)), log_dir=logs / f"{c.key}-{n}")
+        try:
+            secs = await mk.start()
+        except BaseException:
+            await mk.stop()
+            raise
+        env.say(f"{c.key}: MultiKueue Active in {secs:.1f}s")
+        return Running({f"kueue-{k}": p for k, p in mk.procs.items()}, mk)
+    port = env.free_port()
+    if c.system == "bare":
+        argv = [sys.executable, "-m", "bench.bare", "--manager", str(clusters["manager"].kubeconfig),
+                *[a for w in workers for a in ("--worker", f"{w}={clusters[w].kubeconfig}")],
+                "--namespace", namespaces[0], "--origin", ORIGIN,
+                "--qps", str(MIRROR_QPS), "--burst", str(MIRROR_BURST),
+                "--concurrency", str(MIRROR_RECONCILERS), "--health-port", str(port)]
+        p = env.ControllerProcess(f"bare-{n}", argv, logs / f"{c.key}-{n}.log", port)
+        p.start()
+        await p.wait_ready()
+        return Running({"bare": p})
+    cfg: dict[str, Any] = {
+        "controllerName": DEFAULT_CONTROLLER_NAME, "origin": ORIGIN,
+        "managerKubeconfig": str(clusters["manager"].kubeconfig),
+        "workers": [{"name": w, "kubeconfig": str(clusters[w].kubeconfig)} for w in workers],
+        "metricsAddress": f"127.0.0.1:{port}",
+    }
+    if c.worker_qps is not None:
+        for w in cfg["workers"]:
+            w["qps"], w["burst"] = c.worker_qps, c.worker_burst
+    cfg_path = bed.workdir / f"{c.key}-{n}.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    p = env.ControllerProcess(f"{c.key}-{n}", controller_argv(cfg_path, None), logs / f"{c.key}-{n}.log", port)
+    p.start()
+    try:
+        await p.wait_ready()
+        if not await _worker_up(p, workers):
+            raise RuntimeError(f"jobmirror never saw both workers healthy:\n{p.log_tail()}")
+    except BaseException:
+        await p.stop()
+        raise
+    return Running({"jobmirror": p})
+
+
+async def _scrape(clients: dict[str, ClusterClient]) -> dict[str, list[promtext.Sample]]:
+    return {name: await env.apiserver_metrics(c) for name, c in clients.items()}
+
+
+async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
+                  clusters: dict[str, LocalCluster]) -> dict[str, Any]:
+    """Start ``c``, submit ``n`` Jobs, wait for all-Complete on the manager, and measure as mirror_bench does."""
+    from bench.bare import FIELD_MANAGER as BARE_FM
+    from bench.machine import git_info
+
+    run_id = uuid.uuid4().hex[:8]
+    timeout = opts.timeout or 120 + 1.0 * n
+    res: dict[str, Any] = {"contender": c.key, "label": c.label, "jobs": n, "runId": run_id,
+                           "loadAverage": {"start": load()}, "git": git_info()}
+    clients = {"manager": await env.client_for(clusters["manager"]),
+               **{w: await env.client_for(clusters[w]) for w in WORKERS}}
+    for cl in clients.values():
+        await ensure_namespace(cl, NAMESPACE)
+    # Whose status write on the manager marks "propagated" in the managedFields view.
+    tracker = Tracker(status_manager={"jobmirror": FIELD_MANAGER, "bare": BARE_FM}.get(c.system))
+    informers = [Informer(clients["manager"], JOBS, namespace=NAMESPACE)]
+    informers[0].add_handler(tracker.on_manager)
+    for w in WORKERS:
+        inf = Informer(clients[w], JOBS, namespace=NAMESPACE, label_selector=worker_selector(c))
+        inf.add_handler(tracker.worker_handler(w))
+        informers.append(inf)
+    tasks = [asyncio.create_task(i.run()) for i in informers]
+    running: Running | None = None
+    sampler: env.Sampler | None = None
+    logs = opts.out / "logs"
+    try:
+        t_start = time.time()
+        running = await start(c, bed, clusters, logs, n)
+        res["startupSeconds"] = round(time.time() - t_start, 2)
+        await asyncio.gather(*(i.wait_synced(30) for i in informers))
+        idle0 = await _scrape(clients)
+        t_idle = time.time()
+        await asyncio.sleep(opts.idle_window)
+        before = await _scrape(clients)
+        idle_secs = time.time() - t_idle
+        idle_rate = {k: max(0.0, promtext.total(before[k], "apiserver_request_total")
+                            - promtext.total(idle0[k], "apiserver_request_total")) / idle_secs for k in before}
+        ctrl_before = await running.metrics()
+        cpu_before = {k: p.sample() for k, p in running.procs.items()}
+        sampler = env.Sampler({k: p.pid for k, p in running.procs.items()})
+        jobs = manifests(c, n, run_id, opts.pod_duration)
+        sub = Submission()
+        t0 = time.time()
+        sampler.start(t0)
+
+        def progress() -> str:
+            k = tracker.counts
+            return (f"{c.key} n={n} t={time.time() - t0:5.1f}s submitted {len(sub.acked)}/{n} · dispatched "
+                    f"{k['dispatched']} · worker-complete {k['workerDone']} · manager-complete {k['managerDone']} "
+                    f"· cleaned {k['remoteDeleted']} · load {load()[0]}")
+
+        with env.Progress(progress):
+            await submit(clients["manager"], NAMESPACE, jobs, opts.create_concurrency, sub)
+            done = await env.wait_until(lambda: tracker.counts["managerDone"] >= len(sub.acked),
+                                        timeout - (time.time() - t0), 0.05)
+            t_done = time.time()
+            cleaned = await env.wait_until(lambda: tracker.counts["remoteDeleted"] >= len(sub.acked),
+                                           opts.cleanup_timeout, 0.1) if done else False
+            t_clean = time.time()
+        await asyncio.sleep(1.0)
+        after = await _scrape(clients)
+        ctrl_after = await running.metrics()
+        cpu_after = {k: p.sample() for k, p in running.procs.items()}
+        t_after = time.time()
+        await sampler.stop()
+        res["loadAverage"]["end"] = load()
+        res["loadAverage"]["max1mDuringRun"] = sampler.max_load()
+        res["timedOut"] = not done
+        res["cleanupTimedOut"] = done and not cleaned
+        res["submission"] = sub.summary(opts.create_concurrency)
+        res.update(_results(n, tracker, sub, t0, t_done, t_clean))
+        measured = t_after - t0
+        api: dict[str, Any] = {
+            "window": "first create → all manager Jobs Complete and every remote copy deleted, or the cleanup "
+                      f"timeout ({opts.cleanup_timeout:.0f} s) (+1 s)",
+            "windowSeconds": round(measured, 2),
+        }
+        for k in clients:
+            api[k] = promtext.apiserver_requests(before[k], after[k], idle_rate[k], measured, n, "Job")
+        api["managerNote"] = f"includes this benchmark's own {n} POST jobs and its watches"
+        wsum = sum(api[w]["total"] for w in WORKERS)
+        api["workersCombined"] = {"total": wsum, "perJob": round(wsum / n, 2),
+                                  "perJobExcludingIdle": round(sum(api[w]["perJobExcludingIdle"] for w in WORKERS), 2)}
+        api["byVerb"] = {k: verbs(before[k], after[k], n) for k in clients}
+        if ctrl_before is not None:
+            api["controllerClientSide"] = _client_side(ctrl_before, ctrl_after, n)
+        res["apiRequests"] = api
+        procs: dict[str, Any] = {}
+        for k in running.procs:
+            a, b = cpu_before.get(k), cpu_after.get(k)
+            if a is None or b is None:
+                continue
+            procs[k] = {"cpuSeconds": round(b.cpu_seconds - a.cpu_seconds, 2), "peakRssMiB": env.mib(b.hwm_kib)}
+        cpu = sum(p["cpuSeconds"] for p in procs.values())
+        res["controller"] = {
+            "processes": procs,
+            "cpuSecondsWorkload": round(cpu, 2),
+            "cpuSecondsPerJob": round(cpu / n, 4),
+            "peakRssMiB": round(sum(p["peakRssMiB"] or 0 for p in procs.values()), 1),
+            "note": "sum over every process the contender runs (MultiKueue: the manager's Kueue and one Kueue per "
+                    "worker, all three are needed); /proc utime+stime during the window, VmHWM",
+            **(_controller_counters(ctrl_before, ctrl_after) if ctrl_before is not None else {}),
+        }
+        res["samplesTimeline"] = sampler.rows
+    finally:
+        if sampler is not None:
+            with contextlib.suppress(Exception):
+                await sampler.stop()
+        if running is not None:
+            res.setdefault("controller", {})["stopped"] = await running.stop()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for cl in clients.values():
+            await cl.close()
+    return res
+
+
+def verbs(before: list[promtext.Sample], after: list[promtext.Sample], n: int) -> dict[str, float]:
+    """``apiserver_request_total`` growth per Job by verb (WATCH excluded: long-lived)."""
+    by = promtext.counter_delta(before, after, "apiserver_request_total", ("verb",))
+    return {k[0]: round(v / n, 3) for k, v in sorted(by.items()) if k[0] not in ("WATCH",)}
+
+
+async def run(opts: CompareOptions) -> dict[str, Any]:
+    from bench.machine import git_info, machine_info, now_iso
+
+    unknown = [k for k in opts.contenders if k not in CONTENDERS]
+    if unknown:
+        raise ValueError(f"--contenders: unknown {unknown}; known: {sorted(CONTENDERS)}")
+    result: dict[str, Any] = {
+        "benchmark": "compare",
+        "date": now_iso(),
+        "machine": machine_info(),
+        "git": git_info(),
+        "loadAverage": {"start": load()},
+        "kueueVersion": versions.KUEUE_VERSION,
+        "contenders": {k: asdict(CONTENDERS[k]) for k in opts.contenders},
+        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
+        "notes": [
+            "MultiKueue v0.19.2 connects to workers with client-go's default 5 QPS / burst 10; that release has no "
+            "setting to raise it (later releases reuse the manager's client settings behind a gate).",
+            "The machine is shared: absolute figures are noisy; compare contenders within one run.",
+        ],
+        "runs": [],
+    }
+    for i, n in enumerate(opts.sizes):
+        order = order_for(opts.contenders, i)
+        row: dict[str, Any] = {"jobs": n, "order": order, "results": {}}
+        for key in order:
+            c = CONTENDERS[key]
+            env.say(f"=== compare: {key} with {n} Jobs ===")
+            bed = ClusterBed(Path(tempfile.mkdtemp(prefix=f"jobmirror-compare-{key}-")))
+            try:
+                specs = [ClusterSpec("manager", nodes=0)] + [ClusterSpec(w, nodes=opts.worker_nodes) for w in WORKERS]
+                clusters = await env.bring_up(bed, specs)
+                if "kubernetes" not in result:
+                    cl = await env.client_for(clusters["manager"])
+                    result["kubernetes"] = {"serverVersion": await env.server_version(cl)}
+                    await cl.close()
+                r = await measure(c, n, opts, bed, clusters)
+            except Exception as exc:  # keep the other contenders' results
+                env.say(f"{key} n={n} FAILED: {type(exc).__name__}: {exc}")
+                r = {"contender": key, "jobs": n, "error": f"{type(exc).__name__}: {exc}"[:4000]}
+            finally:
+                await asyncio.to_thread(bed.down)
+            row["results"][key] = r
+            summary_line(r)
+        row["ratios"] = ratios(row["results"])
+        result["runs"].append(row)
+    result["loadAverage"]["end"] = load()
+    return result
+
+
+def dispatch_rate(r: dict[str, Any]) -> tuple[float | None, bool]:
+    """Dispatches per second and whether it is partial (a timed-out run: copies so far / their window)."""
+    full = r["throughput"]["dispatchedPerSecond"]
+    if full is not None:
+        return full, False
+    tl = r.get("timeline") or {}
+    d, sub = tl.get("dispatched") or [], tl.get("submitted") or []
+    if len(d) < 2 or not sub or max(d) <= min(sub):
+        return None, True
+    return round(len(d) / (max(d) - min(sub)), 3), True
+
+
+def headline(r: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one contender's run that go in the table (``None`` when unknown)."""
+    if "error" in r:
+        return {"error": r["error"][:200]}
+    th, lat = r["throughput"], r["latencySeconds"]
+    api = r["apiRequests"]
+    return {
+        "allCompleteSeconds": th["allCompleteSeconds"],
+        "completed": r["outcomes"].get("Complete", 0),
+        "dispatchesPerSecond": dispatch_rate(r)[0],
+        "dispatchesPartial": dispatch_rate(r)[1],
+        "dispatch": {q: lat["dispatch"]["watch"][q] for q in ("p50", "p95", "p99")},
+        "status": {q: lat["statusPropagation"]["watch"][q] for q in ("p50", "p95", "p99")},
+        "managerPerJob": api["manager"]["perJobExcludingIdle"],
+        "workersPerJob": api["workersCombined"]["perJobExcludingIdle"],
+        "cpuSeconds": r["controller"]["cpuSecondsWorkload"],
+        "cpuMsPerJob": round(1000 * r["controller"]["cpuSecondsPerJob"], 2),
+        "peakRssMiB": r["controller"]["peakRssMiB"],
+        "timedOut": r["timedOut"],
+    }
+
+
+def ratios(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """Ratios from the same run: jobmirror's dispatch rate against the limit and MultiKueue."""
+    def rate(k: str) -> float | None:
+        r = results.get(k) or {}
+        return None if "error" in r or not r else dispatch_rate(r)[0]
+
+    def div(a: float | None, b: float | None) -> float | None:
+        return None if a is None or not b else round(a / b, 2)
+
+    return {
+        "jobmirrorOverBare": div(rate("jobmirror"), rate("bare")),
+        "jobmirrorOverMultikueue": div(rate("jobmirror"), rate("multikueue")),
+        "jobmirror5qpsOverMultikueue": div(rate("jobmirror-5qps"), rate("multikueue")),
+        "jobmirrorOverMultikueueEqual": div(rate("jobmirror"), rate("multikueue-equal")),
+    }
+
+
+def markdown_table(result: dict[str, Any]) -> str:
+    """The README's side-by-side table of one compare run."""
+    lines = ["| Jobs | contender | all Complete (s) | dispatches/s | dispatch p50/p95/p99 (s) | "
+             "status p50/p95/p99 (s) | API/Job manager · workers | CPU s (ms/Job) | peak RSS MiB |",
+             "|---|---|---|---|---|---|---|---|---|"]
+
+    def f(x: Any) -> str:
+        return "-" if x is None else (f"{x:.2f}" if isinstance(x, float) else str(x))
+
+    for row in result["runs"]:
+        for key in result["contenders"]:
+            r = row["results"].get(key)
+            if r is None:
+                continue
+            h = headline(r)
+            label = result["contenders"][key]["label"]
+            if "error" in h:
+                lines.append(f"| {row['jobs']} | {label} | failed: {h['error'][:80]} ||||||| ")
+                continue
+            if h["timedOut"]:
+                # Latencies and per-Job costs of an unfinished run cover only the Jobs that got
+                # through (the slowest never did): not comparable, so not shown.
+                lines.append(
+                    f"| {row['jobs']} | {label} | timed out ({h['completed']}/{row['jobs']} Complete) | "
+                    f"{f(h['dispatchesPerSecond'])} (partial) | n/a | n/a | n/a | {f(h['cpuSeconds'])} (n/a) | "
+                    f"{f(h['peakRssMiB'])} |")
+                continue
+            lines.append(
+                f"| {row['jobs']} | {label} | {f(h['allCompleteSeconds'])} | {f(h['dispatchesPerSecond'])} | "
+                f"{'/'.join(f(h['dispatch'][q]) for q in ('p50', 'p95', 'p99'))} | "
+                f"{'/'.join(f(h['status'][q]) for q in ('p50', 'p95', 'p99'))} | "
+                f"{f(h['managerPerJob'])} · {f(h['workersPerJob'])} | {f(h['cpuSeconds'])} ({f(h['cpuMsPerJob'])}) | "
+                f"{f(h['peakRssMiB'])} |")
+    return "\n".join(lines)
+
+
+def summary_line(r: dict[str, Any]) -> None:
+    h = headline(r)
+    if "error" in h:
+        return
+    env.say(f"{r['contender']} n={r['jobs']}: all Complete {h['allCompleteSeconds']} s, {h['dispatchesPerSecond']} "
+            f"dispatches/s, dispatch p99 {h['dispatch']['p99']} s, status p99 {h['status']['p99']} s, API/Job "
+            f"manager {h['managerPerJob']} workers {h['workersPerJob']}, CPU {h['cpuSeconds']} s, "
+            f"peak RSS {h['peakRssMiB']} MiB")

@@ -1,0 +1,163 @@
+"""The pure parts of ``bench compare`` / ``bench behaviour``: MultiKueue objects and config, contender
+order, ratios, the README table and the behaviour catalogue's manifests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import behaviour, compare, multikueue
+from bench.workload import job_manifest
+from mirror.naming import DEFAULT_CONTROLLER_NAME
+
+
+@pytest.mark.parametrize(("manager", "has_mk"), [(True, True), (False, False)])
+def test_kueue_config_is_local_and_only_the_manager_runs_multikueue(manager: bool, has_mk: bool) -> None:
+    cfg = multikueue.kueue_config(multikueue.KueueSettings(), manager=manager, health_port=1234, webhook_port=5678,
+                                  cert_dir=Path("/tmp/c"))
+    assert cfg["apiVersion"] == "config.kueue.x-k8s.io/v1beta2" and cfg["kind"] == "Configuration"
+    assert cfg["leaderElection"] == {"leaderElect": False}
+    assert cfg["health"]["healthProbeBindAddress"] == "127.0.0.1:1234"
+    assert cfg["webhook"] == {"port": 5678, "host": "127.0.0.1", "certDir": "/tmp/c"}
+    assert cfg["metrics"] == {"bindAddress": "0"} and cfg["internalCertManagement"] == {"enable": False}
+    assert cfg["integrations"]["frameworks"] == ["batch/job"]
+    assert cfg["featureGates"] == {"VisibilityOnDemand": False}
+    assert ("multiKueue" in cfg) is has_mk
+
+
+@pytest.mark.parametrize(("settings", "client", "jobs", "workloads"), [
+    (multikueue.KueueSettings(), {"qps": 300.0, "burst": 500}, 5, 10),  # v0.19.2's shipped file
+    (multikueue.KueueSettings(qps=200, burst=400, job_concurrency=32, workload_concurrency=32),
+     {"qps": 200, "burst": 400}, 32, 32),
+])
+def test_kueue_settings_reach_client_and_reconcilers(settings: multikueue.KueueSettings, client: dict[str, Any],
+                                                     jobs: int, workloads: int) -> None:
+    cfg = multikueue.kueue_config(settings, manager=True, health_port=1, webhook_port=2, cert_dir=Path("/c"))
+    assert cfg["clientConnection"] == client
+    gkc = cfg["controller"]["groupKindConcurrency"]
+    assert gkc["Job.batch"] == jobs and gkc["Workload.kueue.x-k8s.io"] == workloads
+
+
+def test_manager_objects_point_clusters_at_secrets_and_the_check_at_the_config() -> None:
+    objs = multikueue.manager_objects({"w1": "kc1", "w2": "kc2"})
+    kinds = [o["kind"] for o in objs]
+    assert kinds == ["Secret", "MultiKueueCluster", "Secret", "MultiKueueCluster", "MultiKueueConfig",
+                     "AdmissionCheck"]
+    secret, cluster = objs[0], objs[1]
+    assert secret["metadata"] == {"name": "w1-secret", "namespace": "kueue-system"}
+    assert secret["stringData"] == {"kubeconfig": "kc1"}
+    assert cluster["spec"]["clusterSource"]["kubeConfig"] == {"locationType": "Secret", "location": "w1-secret"}
+    assert objs[4]["spec"]["clusters"] == ["w1", "w2"]
+    ac = objs[5]["spec"]
+    assert ac["controllerName"] == "kueue.x-k8s.io/multikueue"
+    assert ac["parameters"] == {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "multikueue"}
+
+
+@pytest.mark.parametrize(("check", "strategy"), [(None, None), ("multikueue", {"admissionChecks": [
+    {"name": "multikueue"}]})])
+def test_queue_objects_same_names_everywhere(check: str | None, strategy: Any) -> None:
+    objs = multikueue.queue_objects(["a", "b"], "500", check)
+    assert [o["kind"] for o in objs] == ["ResourceFlavor", "ClusterQueue", "LocalQueue", "LocalQueue"]
+    cq = objs[1]["spec"]
+    assert cq.get("admissionChecksStrategy") == strategy
+    assert cq["resourceGroups"][0]["flavors"][0]["resources"][0] == {"name": "cpu", "nominalQuota": "500"}
+    assert [o["metadata"]["namespace"] for o in objs[2:]] == ["a", "b"]
+    assert {o["spec"]["clusterQueue"] for o in objs[2:]} == {multikueue.CLUSTER_QUEUE}
+
+
+def test_queued_job_sets_what_kueues_webhook_would_and_leaves_the_input_alone() -> None:
+    job = job_manifest("j", "run")
+    out = multikueue.queued_job(job)
+    assert out["metadata"]["labels"][multikueue.QUEUE_LABEL] == multikueue.LOCAL_QUEUE
+    assert out["spec"]["suspend"] is True and out["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+    assert "managedBy" not in job["spec"] and "suspend" not in job["spec"]
+
+
+@pytest.mark.parametrize(("round_index", "expected"), [(0, ["a", "b", "c"]), (1, ["c", "b", "a"]),
+                                                       (2, ["a", "b", "c"])])
+def test_order_alternates_between_rounds(round_index: int, expected: list[str]) -> None:
+    assert compare.order_for(["a", "b", "c"], round_index) == expected
+
+
+def test_manifests_differ_only_in_who_claims_them() -> None:
+    per = {k: compare.manifests(c, 2, "r", "1s") for k, c in compare.CONTENDERS.items()}
+    assert per["bare"][0]["spec"]["managedBy"] == "bench.jobmirror.dev/bare"
+    assert per["jobmirror"][0]["spec"]["managedBy"] == DEFAULT_CONTROLLER_NAME
+    assert per["multikueue"][1]["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+    for jobs in per.values():
+        assert [j["metadata"]["name"] for j in jobs] == ["job-00000", "job-00001"]
+        assert jobs[0]["spec"]["template"] == per["bare"][0]["spec"]["template"]
+
+
+def _run(rate: float | None, error: bool = False) -> dict[str, Any]:
+    if error:
+        return {"error": "boom"}
+    return {"throughput": {"dispatchedPerSecond": rate}, "timeline": {}}
+
+
+@pytest.mark.parametrize(("results", "key", "expected"), [
+    ({"jobmirror": _run(40), "bare": _run(50)}, "jobmirrorOverBare", 0.8),
+    ({"jobmirror": _run(40), "multikueue": _run(4)}, "jobmirrorOverMultikueue", 10.0),
+    ({"jobmirror": _run(40), "multikueue": _run(None)}, "jobmirrorOverMultikueue", None),
+    ({"jobmirror": _run(40), "multikueue": _run(0, error=True)}, "jobmirrorOverMultikueue", None),
+    ({"jobmirror-5qps": _run(9), "multikueue": _run(3)}, "jobmirror5qpsOverMultikueue", 3.0),
+    ({}, "jobmirrorOverBare", None),
+])
+def test_ratios_come_from_the_same_run_and_tolerate_missing_sides(results: dict[str, Any], key: str,
+                                                                   expected: float | None) -> None:
+    assert compare.ratios(results)[key] == expected
+
+
+def _full(rate: float, timed_out: bool = False) -> dict[str, Any]:
+    lat = {"p50": 0.1, "p95": 0.2, "p99": 0.3}
+    return {"contender": "x", "jobs": 10, "timedOut": timed_out, "outcomes": {"Complete": 7 if timed_out else 10},
+            "timeline": {"submitted": [0.5, 1.0], "dispatched": [1.5, 2.5, 4.5]},
+            "throughput": {"allCompleteSeconds": None if timed_out else 3.5,
+                           "dispatchedPerSecond": None if timed_out else rate},
+            "latencySeconds": {"dispatch": {"watch": lat}, "statusPropagation": {"watch": lat}},
+            "apiRequests": {"manager": {"perJobExcludingIdle": 2.0}, "workersCombined": {"perJobExcludingIdle": 9.0}},
+            "controller": {"cpuSecondsWorkload": 0.5, "cpuSecondsPerJob": 0.05, "peakRssMiB": 90.0}}
+
+
+def test_markdown_table_has_a_row_per_contender_and_says_timeouts_and_failures() -> None:
+    result = {"contenders": {"bare": {"label": "bare"}, "multikueue": {"label": "MK"}, "jobmirror": {"label": "jm"}},
+              "runs": [{"jobs": 10, "results": {"bare": _full(5.0), "multikueue": _full(1.0, timed_out=True),
+                                                "jobmirror": {"error": "it broke"}}}]}
+    table = compare.markdown_table(result).splitlines()
+    assert len(table) == 5
+    assert "| 10 | bare | 3.50 | 5.00 | 0.10/0.20/0.30 |" in table[2]
+    assert "timed out (7/10 Complete) | 0.75 (partial) | n/a |" in table[3]  # 3 copies from 0.5 s to 4.5 s
+    assert "failed: it broke" in table[4]
+
+
+def test_behaviour_manifests_carry_the_case_and_the_system() -> None:
+    by = {c.name: c for c in behaviour.CASES}
+    assert len(by) >= 10
+    bli = behaviour.manifest(by["backoff-limit-per-index"], "jobmirror", "r")
+    assert bli["spec"]["backoffLimitPerIndex"] == 0 and "backoffLimit" not in bli["spec"]
+    assert bli["spec"]["template"]["metadata"]["labels"][behaviour.OUTCOME_LABEL] == "fail"
+    assert bli["spec"]["managedBy"] == DEFAULT_CONTROLLER_NAME
+    sus = behaviour.manifest(by["suspended-then-resumed"], "multikueue", "r")
+    assert sus["spec"]["suspend"] is True and sus["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+    plain = behaviour.manifest(by["plain"], "jobmirror", "r")
+    assert "suspend" not in plain["spec"]
+    assert [c.name for c in behaviour.CASES if c.skew] == ["plain", "failing-backoff"]
+
+
+def test_behaviour_records_conditions_in_order_of_first_appearance() -> None:
+    rec = behaviour.Record()
+
+    def job(*conds: tuple[str, str, str]) -> dict[str, Any]:
+        return {"spec": {}, "status": {"conditions": [{"type": t, "status": s, "reason": r} for t, s, r in conds]}}
+
+    rec.on_manager(job(("Suspended", "True", "JobSuspended")), "MODIFIED")
+    rec.on_manager(job(("Suspended", "False", "JobResumed")), "MODIFIED")
+    rec.on_manager(job(("Suspended", "False", "JobResumed"), ("SuccessCriteriaMet", "True", "CompletionsReached"),
+                       ("Complete", "True", "CompletionsReached")), "MODIFIED")
+    assert rec.conditions == ["Suspended=True(JobSuspended)", "Suspended=False(JobResumed)",
+                              "SuccessCriteriaMet=True(CompletionsReached)", "Complete=True(CompletionsReached)"]
+    assert behaviour.terminal(rec.final)
+    summary = behaviour.summarize_status(rec.final)
+    assert summary is not None and summary["completionTime"] is None and summary["startTime"] is None
