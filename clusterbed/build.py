@@ -301,6 +301,8 @@ def prometheus_operator_crds(version: str = versions.PROMETHEUS_OPERATOR_VERSION
     if not crds.is_dir():
         raise BuildError(f"{module} has no example/prometheus-operator-crd/")
     return crds
+
+
 def build_kueue(kueue_version: str = versions.KUEUE_VERSION) -> Path:
     """Build Kueue's manager binary into ``<cache>/bin/kueue-<version>/kueue``.
 
