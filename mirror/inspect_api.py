@@ -153,14 +153,21 @@ class InspectApi:
             return _error(404, f"worker {w.worker} is not in this controller's configuration")
         return w.worker, client
 
-    async def describe(self, req: web.Request) -> web.Response:
+    async def _authorized_copy(self, req: web.Request) -> tuple[Obj, str, ClusterClient] | web.Response:
+        """The caller's Job with the worker that holds its copy, or the refusal to send."""
         job = await self._authorized_job(req)
         if isinstance(job, web.Response):
             return job
         found = self._worker_of(job)
         if isinstance(found, web.Response):
             return found
-        name, client = found
+        return job, *found
+
+    async def describe(self, req: web.Request) -> web.Response:
+        found = await self._authorized_copy(req)
+        if isinstance(found, web.Response):
+            return found
+        job, name, client = found
         try:
             return web.json_response(await inspect.worker_view(client, name, job))
         except ApiError as exc:
@@ -171,13 +178,10 @@ class InspectApi:
             lr = log_request(req.query)
         except ValueError as exc:
             return _error(400, str(exc))
-        job = await self._authorized_job(req)
-        if isinstance(job, web.Response):
-            return job
-        found = self._worker_of(job)
+        found = await self._authorized_copy(req)
         if isinstance(found, web.Response):
             return found
-        name, client = found
+        job, name, client = found
         try:
             pod, upstream = await inspect.open_logs(client, job, lr)
         except inspect.NotPlaced as exc:
