@@ -535,9 +535,19 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
             # Orphans: whatever is left one GC period (plus slack for a busy machine) after the end.
             # Slack: a worker's kube-controller-manager deletes a removed copy's pods (background
             # propagation), and its garbage collector resyncs slowly after its API server restarted.
-            gc_deadline = time.time() + TIMINGS["gcInterval"] * 2 + 20
-            while time.time() < gc_deadline and (any(c.gone is None for c in rec.copies.values()) or any(
-                    p.gone is None and p.copy_uid in rec.copies for p in rec.pods.values())):
+            # Copies are ours to delete: one GC period (x2) plus 20 s. Pods of a deleted copy are the
+            # worker's garbage collector's: after its API server came back, its informers can take
+            # ~30 s (client-go backoff; measured on the bed, more under load) before it acts, so
+            # they get up to POD_GC_SLACK — spent only while such pods remain.
+            now = time.time()
+            copy_deadline = now + TIMINGS["gcInterval"] * 2 + 20
+            pod_deadline = max(copy_deadline, now + POD_GC_SLACK)
+            while True:
+                copies_left = any(c.gone is None for c in rec.copies.values())
+                pods_left = any(p.gone is None and p.copy_uid in rec.copies for p in rec.pods.values())
+                at = time.time()
+                if not (copies_left and at < copy_deadline) and not (pods_left and at < pod_deadline):
+                    break
                 await asyncio.sleep(0.25)
             await asyncio.sleep(1.0)
             await run.scrape()
@@ -580,6 +590,9 @@ async def run_all(scenarios: list[str], n: int, seed: int, cluster: Callable[[Cl
 def serializable(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k != "verdict"} for r in results]
 
+
+#: how long a removed copy's pods may wait for the worker's own garbage collector (seconds)
+POD_GC_SLACK = 90.0
 
 TABLE_HEADER = ("| scenario | Jobs | lost | duplicates during fault | duplicates after recovery | orphans "
                 "| wrong outcomes | rejected writes | time to recover (s) | all finished (s) |\n"
