@@ -13,13 +13,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from jobapi.times import format_time
 from kruntime.client import ClusterClient
-from kruntime.resources import JOBS
+from kruntime.resources import JOBS, PODS
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER
 from testkit.tcpproxy import FreezableProxy, route_kubeconfig, server_of
 from tests.conftest import wait_for
@@ -51,6 +52,29 @@ async def _progressing_on_worker_1(env: MirrorEnv, name: str) -> str:
 
     await wait_for(probe, timeout=60, what=f"{name} running with 1+ succeeded")
     return str(created["metadata"]["uid"])
+
+
+async def _succeed_running_pod(worker: ClusterClient, ns: str, job: str, index: int) -> None:
+    """End a running (kwok 'hang') pod of one index with exit 0, as its kubelet would report it."""
+    selector = f"batch.kubernetes.io/job-name={job},batch.kubernetes.io/job-completion-index={index}"
+    running: list[dict[str, Any]] = []
+
+    async def probe() -> bool:
+        pods = (await worker.list(PODS, ns, label_selector=selector)).get("items") or []
+        running[:] = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        return bool(running)
+
+    await wait_for(probe, timeout=60, what=f"a running pod of {job} index {index}")
+    pod = running[0]
+    now = format_time(datetime.now(UTC))
+    containers = [{"name": c["name"], "image": c["image"], "ready": False, "started": False, "restartCount": 0,
+                   "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now,
+                                            "finishedAt": now}}}
+                  for c in pod["spec"]["containers"]]
+    await worker.patch(PODS, ns, pod["metadata"]["name"], {"status": {
+        "phase": "Succeeded", "containerStatuses": containers,
+        "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}]}},
+        subresource="status")
 
 
 @pytest.mark.integration
@@ -118,14 +142,19 @@ async def test_after_a_redispatch_indexes_are_the_deciding_runs(client_for: Clie
         env.expect_errors("transport", "conflict")  # worker-1 is stopped; the test rewrites the Job
         w1 = env.clusters["worker-1"]
         await env.start()
-        await env.create(make_job("runs", completions=2, parallelism=1, duration_ms=2500, indexed=True,
+        # Pods hang until the test ends one: index 0 succeeds when the test says so and index 1
+        # never does, however slowly a loaded machine mirrors status (a 2.5 s pod raced it).
+        await env.create(make_job("runs", completions=2, parallelism=1, outcome="hang", indexed=True,
                                   annotations={ANNOTATION_PIN: "worker-1"},
                                   extra_spec={"backoffLimitPerIndex": 0, "backoffLimit": 10}))
+        await _succeed_running_pod(env.workers["worker-1"], ns, "runs", index=0)
+        seen: dict[str, object] = {}
 
         async def index0_done() -> bool:
-            return ((await env.get("runs")) or {}).get("status", {}).get("completedIndexes") == "0"
+            seen.update(((await env.get("runs")) or {}).get("status") or {})
+            return seen.get("completedIndexes") == "0"
 
-        await wait_for(index0_done, timeout=60, what="index 0 completed by run 1")
+        await wait_for(index0_done, timeout=60, what=f"index 0 completed by run 1 (manager status {seen})")
         await env.manager.patch(JOBS, ns, "runs", {"metadata": {"annotations": {ANNOTATION_PIN: None}},
                                                    "spec": {"suspend": True}})
 
