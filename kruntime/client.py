@@ -3,15 +3,16 @@
 Objects are plain dicts straight from the API server and are sent back as such, never
 round-tripped through generated models, so a field this client library does not know
 (a newer server's) survives a copy or an update. kubernetes_asyncio provides the
-kubeconfig loading (certs, tokens, exec plugins) and the authenticated HTTP call;
-this module adds QPS/burst limiting, a timeout on every call and typed errors.
+kubeconfig loading (certs, tokens, exec plugins) and the TLS-configured aiohttp session;
+this module sends on that session itself (its generated ``call_api`` walks every body
+recursively and costs more CPU than the request: issue 13's profile), with orjson, and
+adds QPS/burst limiting, a timeout on every call and typed errors.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import yaml
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
@@ -95,6 +97,11 @@ class ClusterClient:
         #: When set and false, writes are refused before they are sent (a leader that lost its
         #: Lease must not write, even from a pass that started while it led).
         self.write_gate: Callable[[], bool] | None = None
+        rest = api_client.rest_client
+        self._session: aiohttp.ClientSession = rest.pool_manager  # TLS and pool set up from the kubeconfig
+        self._transport_kw: dict[str, Any] = {k: v for k, v in (
+            ("proxy", rest.proxy), ("proxy_headers", rest.proxy_headers),
+            ("server_hostname", rest.server_hostname)) if v}
 
     @classmethod
     async def from_kubeconfig(
@@ -153,17 +160,16 @@ class ClusterClient:
         if self.field_manager and verb in ("POST", "PUT", "PATCH"):
             query = {**(query or {}), "fieldManager": self.field_manager}
         q = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items() if v is not None]
+        cfg = self.api.configuration
         try:
-            resp: aiohttp.ClientResponse = await self.api.call_api(
-                path,
-                verb,
-                query_params=q,
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=timeout if timeout is not None else self.timeout,
-            )
+            token = (await cfg.auth_settings()).get("BearerToken")  # runs the refresh hook (token files)
+            if token:
+                headers["Authorization"] = token["value"]
+            data = body if body is None or isinstance(body, (bytes, str)) else orjson.dumps(body)
+            tmo = timeout if isinstance(timeout, aiohttp.ClientTimeout) else aiohttp.ClientTimeout(
+                total=timeout if timeout is not None else self.timeout)
+            resp: aiohttp.ClientResponse = await self._session.request(
+                verb, f"{cfg.host}{path}", params=q, headers=headers, data=data, timeout=tmo, **self._transport_kw)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             metrics.API_REQUESTS.labels(cluster=self.name, verb=verb, code="transport").inc()
             raise ApiError(0, "Transport", f"{verb} {path}: {type(exc).__name__}: {exc}", cluster=self.name) from exc
@@ -183,7 +189,7 @@ class ClusterClient:
         data: Obj = {}
         if raw:
             try:
-                data = json.loads(raw)
+                data = orjson.loads(raw)
             except ValueError:
                 data = {"message": raw.decode(errors="replace")[:500]}
         if not 200 <= resp.status < 300:
@@ -316,7 +322,7 @@ class ClusterClient:
             if resp.status != 200:
                 raw = await resp.read()
                 try:
-                    data = json.loads(raw)
+                    data = orjson.loads(raw)
                 except ValueError:
                     data = {}
                 raise ApiError(resp.status, str(data.get("reason", resp.reason)), str(data.get("message", raw[:300])),
@@ -332,7 +338,7 @@ class ClusterClient:
                     return
                 if not line.strip():
                     continue
-                yield json.loads(line)
+                yield orjson.loads(line)
         finally:
             resp.release()
             resp.close()
