@@ -4,6 +4,10 @@ A key is processed by at most one worker at a time; adding a key while it is bei
 processed marks it dirty so it runs once more afterwards (no lost update, no
 concurrent reconcile of one object). Failures re-queue the key after
 ``base * 2^(n-1)`` capped at ``cap``; success resets the count.
+
+Keys added as ``urgent`` are served before the others, even if already queued: a
+controller uses it for work that finishes something (a mirrored status) so that a burst
+of new work does not hold it back behind thousands of keys.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ class WorkQueue(Generic[K]):
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self._queue: deque[K] = deque()
+        self._urgent: deque[K] = deque()
+        self._urgent_keys: set[K] = set()
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._failures: dict[K, int] = {}
@@ -40,7 +46,8 @@ class WorkQueue(Generic[K]):
         self._shutdown = False
 
     def __len__(self) -> int:
-        return len(self._queue)
+        """Keys waiting to be handed out (a key is counted once, wherever it is queued)."""
+        return len(self._dirty) - sum(1 for k in self._processing if k in self._dirty)
 
     def idle(self) -> bool:
         """Nothing queued or being processed (keys waiting on a timer do not count): what a test
@@ -48,10 +55,10 @@ class WorkQueue(Generic[K]):
         return not self._dirty and not self._processing
 
     def _gauge(self) -> None:
-        metrics.QUEUE_DEPTH.labels(self.name).set(len(self._queue))
+        metrics.QUEUE_DEPTH.labels(self.name).set(len(self))
 
-    def _push(self, key: K) -> None:
-        self._queue.append(key)
+    def _push(self, key: K, urgent: bool = False) -> None:
+        (self._urgent if urgent else self._queue).append(key)
         self._gauge()
         asyncio.get_running_loop().create_task(self._notify())
 
@@ -59,12 +66,21 @@ class WorkQueue(Generic[K]):
         async with self._cond:
             self._cond.notify()
 
-    def add(self, key: K) -> None:
-        if self._shutdown or key in self._dirty:
+    def add(self, key: K, *, urgent: bool = False) -> None:
+        if self._shutdown:
+            return
+        if key in self._dirty:
+            if urgent and key not in self._processing and key not in self._urgent_keys:
+                self._urgent_keys.add(key)
+                self._push(key, urgent=True)  # its place in the ordinary queue becomes stale
+            elif urgent and key in self._processing:
+                self._urgent_keys.add(key)  # re-queued ahead when the running pass is done
             return
         self._dirty.add(key)
+        if urgent:
+            self._urgent_keys.add(key)
         if key not in self._processing:
-            self._push(key)
+            self._push(key, urgent=urgent)
 
     def add_after(self, key: K, delay: float) -> None:
         """Add ``key`` after ``delay`` seconds; an earlier pending timer for it wins."""
@@ -102,20 +118,32 @@ class WorkQueue(Generic[K]):
 
     async def get(self) -> K:
         async with self._cond:
-            while not self._queue:
+            while True:
+                key = self._pop()
+                if key is not None:
+                    break
                 if self._shutdown:
                     raise ShutDown()
                 await self._cond.wait()
-            key = self._queue.popleft()
             self._gauge()
             self._dirty.discard(key)
+            self._urgent_keys.discard(key)
             self._processing.add(key)
             return key
+
+    def _pop(self) -> K | None:
+        """The next live key, urgent ones first; entries left behind by an urgent re-add are skipped."""
+        for q in (self._urgent, self._queue):
+            while q:
+                key = q.popleft()
+                if key in self._dirty and key not in self._processing:
+                    return key
+        return None
 
     def done(self, key: K) -> None:
         self._processing.discard(key)
         if key in self._dirty:
-            self._push(key)
+            self._push(key, urgent=key in self._urgent_keys)
 
     async def shutdown(self) -> None:
         self._shutdown = True

@@ -131,3 +131,34 @@ async def test_idle_only_when_nothing_is_queued_or_processing() -> None:
     q.add_after("b", 60)  # a timer does not count
     assert q.idle()
     await q.shutdown()
+
+
+async def test_urgent_keys_are_served_first_even_if_already_queued() -> None:
+    q: WorkQueue[str] = WorkQueue("t")
+    for k in ("a", "b", "c", "d"):
+        q.add(k)
+    q.add("c", urgent=True)  # already queued: moves ahead, runs once
+    q.add("e", urgent=True)
+    q.add("e", urgent=True)
+    assert len(q) == 5
+    got = [await q.get() for _ in range(5)]
+    assert got == ["c", "e", "a", "b", "d"]
+    assert len(q) == 0
+    for k in got:
+        q.done(k)
+    assert q.idle() and len(q) == 0
+
+
+async def test_urgent_add_while_processing_requeues_ahead_after_done() -> None:
+    q: WorkQueue[str] = WorkQueue("t")
+    q.add("x")
+    assert await q.get() == "x"
+    q.add("y")
+    q.add("x", urgent=True)  # running: runs again afterwards, before y
+    assert len(q) == 1  # x is counted once its pass is done
+    q.done("x")
+    assert await q.get() == "x"
+    q.done("x")
+    assert await q.get() == "y"
+    q.done("y")
+    assert q.idle()
