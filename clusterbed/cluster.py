@@ -61,6 +61,11 @@ class LocalCluster:
     spec: ClusterSpec
     bed: ClusterBed
     _stopped: dict[str, tuple[list[bytes], str]] = field(default_factory=dict)
+    _frozen: set[str] = field(default_factory=set)
+    #: A component was stopped or frozen since the last :meth:`settle`: the next user of this
+    #: shared cluster should not have to find out the hard way whether it fully recovered.
+    disturbed: bool = False
+    _canaries: int = 0
 
     @property
     def name(self) -> str:
@@ -100,6 +105,7 @@ class LocalCluster:
             Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1],
             os.readlink(f"/proc/{pid}/cwd"),
         )
+        self.disturbed = True
         _kill_if_alive(pid)
 
     def start(self, component: str = "kube-apiserver", timeout: float = 60) -> None:
@@ -135,14 +141,62 @@ class LocalCluster:
         pid = self.pid(component)
         if pid is None:
             raise BedError(f"{self.name}: no pid for {component}")
+        self.disturbed = True
+        self._frozen.add(component)
         os.kill(pid, signal.SIGSTOP)
 
     def thaw(self, component: str = "kube-apiserver") -> None:
         pid = self.pid(component)
+        self._frozen.discard(component)
         if pid is not None:
             os.kill(pid, signal.SIGCONT)
             if component == "kube-apiserver":
                 self._restart_dependents()
+
+    def settle(self, timeout: float = 30) -> None:
+        """Between tests: bring a disturbed cluster back to a working state, or fail naming why.
+
+        Components a test left stopped or frozen are restarted, then (where pods can run) a
+        canary Job must complete; if it does not, kcm/scheduler/kwok are restarted and it gets
+        one more chance. A quiet bed costs nothing: only a disturbed cluster is checked.
+        """
+        if not self.disturbed:
+            return
+        for component in list(self._frozen):
+            _log(f"{self.name}: {component} was left frozen; thawing it")
+            self.thaw(component)
+        if "kube-apiserver" in self._stopped:
+            _log(f"{self.name}: kube-apiserver was left stopped; starting it")
+            self.start("kube-apiserver")
+        for component in list(self._stopped):
+            _log(f"{self.name}: {component} was left stopped; starting it")
+            self.start(component)
+        if self.spec.controller_manager and self.spec.job_controller and self.spec.nodes > 0:
+            started = time.monotonic()
+            if not self._canary(timeout):
+                _log(f"{self.name}: canary Job not Complete in {timeout:.0f}s; restarting kcm, scheduler, kwok")
+                self._restart_dependents()
+                if not self._canary(2 * timeout):
+                    raise BedError(f"{self.name}: a canary Job does not complete after restarting kcm, scheduler "
+                                   f"and kwok\n--- kcm ---\n{self.logs('kube-controller-manager')}\n"
+                                   f"--- kwok ---\n{self.logs('kwok-controller')}")
+            _log(f"{self.name}: settled (canary Job Complete in {time.monotonic() - started:.1f}s)")
+        self.disturbed = False
+
+    def _canary(self, timeout: float) -> bool:
+        self._canaries += 1
+        name = f"bed-canary-{self._canaries}"
+        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "default"},
+               "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": 30, "template": {
+                   "metadata": {"annotations": {"jobmirror.dev/kwok-duration": "10ms"}},
+                   "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}}}
+        if self.kubectl("create", "-f", "-", check=False, input=json.dumps(job)).returncode != 0:
+            return False
+        done = self.kubectl("wait", "-n", "default", f"job/{name}", "--for=condition=Complete",
+                            f"--timeout={int(timeout)}s", check=False).returncode == 0
+        self.kubectl("delete", "-n", "default", f"job/{name}", "--wait=false", "--cascade=background",
+                     check=False)
+        return done
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -317,6 +371,11 @@ class ClusterBed:
         for s in specs:
             self.create(s)
         return self.clusters
+
+    def settle(self) -> None:
+        """Every cluster of the bed usable again after a test that stopped or froze parts of it."""
+        for cluster in list(self.clusters.values()):
+            cluster.settle()
 
     def _pids(self, name: str) -> list[int]:
         pids = []

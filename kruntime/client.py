@@ -156,7 +156,8 @@ class ClusterClient:
         self._check_gate(verb, path)
         await self.limiter.acquire()
         self._check_gate(verb, path)  # the limiter may have waited past the deadline
-        headers = {"Accept": "application/json", "Content-Type": content_type, **(headers or {})}
+        headers = {**self.api.default_headers, "Accept": "application/json", "Content-Type": content_type,
+                   **(headers or {})}
         if self.field_manager and verb in ("POST", "PUT", "PATCH"):
             query = {**(query or {}), "fieldManager": self.field_manager}
         q = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items() if v is not None]

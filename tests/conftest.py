@@ -37,6 +37,13 @@ def bed() -> Iterator[ClusterBed]:
         b.down()
 
 
+@pytest.fixture(autouse=True)
+def _settled_bed(request: pytest.FixtureRequest) -> None:
+    """A test starts on working clusters even if the one before stopped or froze parts of them."""
+    if "bed" in request.fixturenames:
+        request.getfixturevalue("bed").settle()
+
+
 @pytest.fixture(scope="session")
 def cluster(bed: ClusterBed) -> Callable[[ClusterSpec], LocalCluster]:
     """``cluster(SPEC)`` starts a cluster of that shape once per session."""
