@@ -111,6 +111,11 @@ class LocalCluster:
     def start(self, component: str = "kube-apiserver", timeout: float = 60) -> None:
         """Restart a component stopped by :meth:`stop`, with the same flags, certs and ports."""
         argv, cwd = self._stopped.pop(component)
+        if component == "kwok-controller":
+            # The node Leases still name the stopped kwok as holder; a new kwok that finds them
+            # "already exists" was seen to run no pod for 90 s. Its predecessor is gone: free them.
+            self.kubectl("delete", "leases", "-n", "kube-node-lease", "--all", "--request-timeout=5s",
+                         check=False)
         log = open(self.dir / "logs" / f"{component}.log", "ab")  # noqa: SIM115 - handed to the child
         proc = subprocess.Popen([a.decode() for a in argv], cwd=cwd, stdout=log, stderr=log,
                                 start_new_session=True)
