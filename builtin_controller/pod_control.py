@@ -77,7 +77,7 @@ class PodControl:
             created = await self.client.create(PODS, api.namespace(job), body)
         except ApiError as exc:
             self.expectations.creation_observed(key)
-            if _namespace_terminating(exc):
+            if exc.namespace_terminating:
                 return None
             self.events.event(job, "Warning", "FailedCreate", f"Error creating: {exc.message}")
             return exc
@@ -165,8 +165,3 @@ class PodControl:
         except ApiError as exc:
             if not exc.not_found:
                 raise
-
-
-def _namespace_terminating(exc: ApiError) -> bool:
-    causes = ((exc.body or {}).get("details") or {}).get("causes") or []
-    return any(c.get("reason") == "NamespaceTerminating" for c in causes)

@@ -71,6 +71,13 @@ class ApiError(Exception):
         return self.status == 422
 
     @property
+    def namespace_terminating(self) -> bool:
+        """A create refused because its namespace is being deleted (403, not an RBAC gap)."""
+        causes = ((self.body or {}).get("details") or {}).get("causes") or []
+        return self.status == 403 and (any(c.get("reason") == "NamespaceTerminating" for c in causes)
+                                       or "because it is being terminated" in self.message)
+
+    @property
     def transient(self) -> bool:
         """Worth retrying as is: transport errors, throttling, server-side trouble."""
         return self.status == 0 or self.status == 429 or self.status >= 500

@@ -143,7 +143,7 @@ class EventRecorder:
         except ApiError as exc:
             if prev and exc.not_found:
                 self._seen.pop(dkey, None)
-            if namespace_terminating(exc):  # the Job goes with its namespace: nothing to tell anyone
+            if exc.namespace_terminating:  # the Job goes with its namespace: nothing to tell anyone
                 log.info("event %s on %s/%s not recorded: its namespace is being deleted", reason, ns, md.get("name"))
             else:
                 log.warning("could not record event %s on %s/%s: %s", reason, ns, md.get("name"), exc)
@@ -197,10 +197,3 @@ class ObjectEvents:
     def forget(self, uid: str) -> None:
         """The object is gone: drop its buckets."""
         self.spam_filter.forget(uid)
-
-
-def namespace_terminating(exc: ApiError) -> bool:
-    """The API server refused a create because the namespace is being deleted (403, not an RBAC gap)."""
-    causes = ((exc.body or {}).get("details") or {}).get("causes") or []
-    return exc.status == 403 and (any(c.get("reason") == "NamespaceTerminating" for c in causes)
-                                  or "because it is being terminated" in exc.message)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from kruntime.client import ApiError
-from kruntime.events import namespace_terminating
 
 
 @pytest.mark.parametrize(("status", "message", "causes", "expected"), [
@@ -18,4 +17,4 @@ from kruntime.events import namespace_terminating
 ])
 def test_namespace_terminating(status: int, message: str, causes: list[dict[str, str]], expected: bool) -> None:
     exc = ApiError(status, "Forbidden", message, {"details": {"causes": causes}} if causes else {})
-    assert namespace_terminating(exc) is expected
+    assert exc.namespace_terminating is expected
