@@ -69,18 +69,14 @@ class WorkQueue(Generic[K]):
     def add(self, key: K, *, urgent: bool = False) -> None:
         if self._shutdown:
             return
-        if key in self._dirty:
-            if urgent and key not in self._processing and key not in self._urgent_keys:
-                self._urgent_keys.add(key)
-                self._push(key, urgent=True)  # its place in the ordinary queue becomes stale
-            elif urgent and key in self._processing:
-                self._urgent_keys.add(key)  # re-queued ahead when the running pass is done
+        newly_urgent = urgent and key not in self._urgent_keys
+        if key in self._dirty and not newly_urgent:
             return
-        self._dirty.add(key)
-        if urgent:
+        if newly_urgent:
             self._urgent_keys.add(key)
-        if key not in self._processing:
-            self._push(key, urgent=urgent)
+        self._dirty.add(key)
+        if key not in self._processing:  # else done() re-queues it, ahead if urgent
+            self._push(key, urgent=urgent)  # an ordinary entry it already had becomes stale
 
     def add_after(self, key: K, delay: float) -> None:
         """Add ``key`` after ``delay`` seconds; an earlier pending timer for it wins."""

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from clusterbed import kubelet
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from jobapi.times import format_time
 from kruntime.client import ClusterClient
@@ -65,16 +66,7 @@ async def _succeed_running_pod(worker: ClusterClient, ns: str, job: str, index: 
         return bool(running)
 
     await wait_for(probe, timeout=60, what=f"a running pod of {job} index {index}")
-    pod = running[0]
-    now = format_time(datetime.now(UTC))
-    containers = [{"name": c["name"], "image": c["image"], "ready": False, "started": False, "restartCount": 0,
-                   "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now,
-                                            "finishedAt": now}}}
-                  for c in pod["spec"]["containers"]]
-    await worker.patch(PODS, ns, pod["metadata"]["name"], {"status": {
-        "phase": "Succeeded", "containerStatuses": containers,
-        "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}]}},
-        subresource="status")
+    await kubelet.finish_pod(worker, running[0], succeeded=True)
 
 
 @pytest.mark.integration
