@@ -12,12 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from jobapi.conditions import FAILURE_TARGET, SUCCESS_CRITERIA_MET, TERMINAL_TYPES, job_conditions
+from jobapi.conditions import job_conditions
 from kruntime.bounded import LruDict
 from kruntime.resources import Obj
-
-#: Conditions that settle a copy's outcome (the interim ones decide it before its pods are gone).
-DECIDING_TYPES = frozenset((*TERMINAL_TYPES, SUCCESS_CRITERIA_MET, FAILURE_TARGET))
+from mirror.status import worker_outcome
 
 
 def status_changed(old: Obj | None, new: Obj) -> bool:
@@ -31,11 +29,8 @@ def newly_decided(old: Obj | None, new: Obj) -> bool:
     Such a change goes ahead of queued dispatches; the copy's running counters do not — while
     they wait in the queue, successive ones fold into one manager write.
     """
-    def decided(obj: Obj | None) -> set[str]:
-        return {str(c.get("type")) for c in job_conditions(obj or {})
-                if c.get("status") == "True" and c.get("type") in DECIDING_TYPES}
-
-    return bool(decided(new) - decided(old))
+    now = worker_outcome(job_conditions(new))
+    return now.path is not None and now != worker_outcome(job_conditions(old or {}))
 
 
 class StatusLag:

@@ -105,7 +105,7 @@ def desired_manager_status(manager: dict[str, Any], remote: dict[str, Any] | Non
     remote_conds = jc.conditions_of(rstatus)
     _mirror_foreign_conditions(conds, remote_conds)
 
-    outcome = _outcome(remote_conds)
+    outcome = worker_outcome(remote_conds)
     if jc.is_true(conds, jc.FAILURE_TARGET):
         path: str | None = _FAILURE
     elif jc.is_true(conds, jc.SUCCESS_CRITERIA_MET):
@@ -203,25 +203,25 @@ def status_differs(current: Status | None, desired: Status | None) -> bool:
 
 
 @dataclass(frozen=True)
-class _Outcome:
+class Outcome:
     path: str | None
     terminal: bool
 
 
-def _outcome(remote_conds: list[jc.Condition]) -> _Outcome:
+def worker_outcome(remote_conds: list[jc.Condition]) -> Outcome:
     """What the worker has decided. A terminal condition beats an interim one; Failed beats
     Complete only in the impossible case of both, where failing is the conservative reading."""
     complete = jc.is_true(remote_conds, jc.COMPLETE)
     failed = jc.is_true(remote_conds, jc.FAILED)
     if failed:
-        return _Outcome(_FAILURE, True)
+        return Outcome(_FAILURE, True)
     if complete:
-        return _Outcome(_SUCCESS, True)
+        return Outcome(_SUCCESS, True)
     if jc.is_true(remote_conds, jc.FAILURE_TARGET):
-        return _Outcome(_FAILURE, False)
+        return Outcome(_FAILURE, False)
     if jc.is_true(remote_conds, jc.SUCCESS_CRITERIA_MET):
-        return _Outcome(_SUCCESS, False)
-    return _Outcome(None, False)
+        return Outcome(_SUCCESS, False)
+    return Outcome(None, False)
 
 
 @dataclass(frozen=True)
