@@ -104,6 +104,8 @@ class ClusterClient:
         #: When set and false, writes are refused before they are sent (a leader that lost its
         #: Lease must not write, even from a pass that started while it led).
         self.write_gate: Callable[[], bool] | None = None
+        #: what this client's pool serves (``reconcile`` unless made by :meth:`sibling`)
+        self.purpose = "reconcile"
         rest = api_client.rest_client
         self._session: aiohttp.ClientSession = rest.pool_manager  # TLS and pool set up from the kubeconfig
         self._transport_kw: dict[str, Any] = {k: v for k, v in (
@@ -133,6 +135,29 @@ class ClusterClient:
         cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, 64)
         return cls(name, k8s_client.ApiClient(configuration=cfg), qps=qps, burst=burst, timeout=timeout,
                    field_manager=field_manager)
+
+    def sibling(self, purpose: str, *, pool_size: int, qps: float | None = None, burst: int | None = None,
+                timeout: float | None = None) -> ClusterClient:
+        """Another client to the same cluster with the same credentials, but its own connection
+        pool and rate limit: one use (watches, the Lease, user streams) cannot take the
+        connections or tokens another depends on (issue 19 item 4).
+
+        The Configuration is shared, so a credential refresh reaches every sibling.
+        """
+        cfg = self.api.configuration
+        before = cfg.connection_pool_maxsize
+        cfg.connection_pool_maxsize = pool_size
+        try:
+            api = k8s_client.ApiClient(configuration=cfg)
+        finally:
+            cfg.connection_pool_maxsize = before
+        out = ClusterClient(self.name, api, qps=qps if qps is not None else self.limiter.qps,
+                            burst=burst if burst is not None else self.limiter.burst,
+                            timeout=timeout if timeout is not None else self.timeout,
+                            field_manager=self.field_manager)
+        out.purpose = purpose
+        out.write_gate = self.write_gate
+        return out
 
     @property
     def host(self) -> str:

@@ -17,7 +17,7 @@ from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
 from testkit.waiting import ensure_namespace, wait_for
 
-CLUSTER_MARKERS = {"integration", "conformance", "e2e", "chaos"}
+CLUSTER_MARKERS = {"integration", "conformance", "e2e", "chaos", "security"}
 
 # The shapes tests ask for. A name always means the same shape within a session.
 MANAGER = ClusterSpec("manager", nodes=0)  # kcm on, no nodes: Jobs here are only ever mirrored
