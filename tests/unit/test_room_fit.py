@@ -80,8 +80,9 @@ def test_pod_requests(spec: dict[str, Any], want: dict[str, int]) -> None:
     assert pod_requests(spec) == want
 
 
-def node(name: str = "n", *, cpu: str = "4", memory: str = "8Gi", pods: str = "110", labels: dict[str, str] | None = None,
-         taints: list[dict[str, str]] | None = None, cordoned: bool = False, ready: bool = True,
+def node(name: str = "n", *, cpu: str = "4", memory: str = "8Gi", pods: str = "110",
+         labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
+         cordoned: bool = False, ready: bool = True,
          extra: dict[str, str] | None = None) -> NodeRoom:
     return node_room({
         "metadata": {"name": name, "labels": labels or {}},
