@@ -283,7 +283,7 @@ class ClusterBed:
         if spec.nodes == 0:
             args += ["--disable-kube-scheduler", "--disable", "kwok-controller"]
         else:
-            args += ["--config", str(STAGES_FILE)]
+            args += ["--config", str(STAGES_FILE), "--config", str(self._logs_config(spec.name))]
         if spec.feature_gates:
             args += ["--kube-feature-gates", spec.feature_gates]
         for extra in spec.extra_args:
@@ -313,6 +313,18 @@ class ClusterBed:
         lines = ["apiVersion: config.kwok.x-k8s.io/v1alpha1", "kind: KwokctlConfiguration", "options:"]
         lines += [f"  {k}: {v}" for k, v in ports.items()]
         path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def _logs_config(self, name: str) -> Path:
+        """Every fake pod's container log: a few fixed lines, and a ``follow`` stream that stays
+        open until the reader leaves, as a running container's would (kwok's ClusterLogs)."""
+        log_file = self.workdir / f"{name}-pod.log"
+        log_file.write_text("".join(f"2026-01-01T00:00:0{i}.000000000Z stdout F kwok fake container log line {i}\n"
+                                    for i in range(1, 4)))  # the CRI log format kwok parses
+        path = self.workdir / f"{name}-logs.yaml"
+        path.write_text("\n".join([
+            "apiVersion: kwok.x-k8s.io/v1alpha1", "kind: ClusterLogs", "metadata:", "  name: jm-pod-logs", "spec:",
+            "  selector: {}", "  logs:", "  - containers: []", f"    logsFile: {log_file}", "    follow: true", ""]))
         return path
 
     def _create_once(self, spec: ClusterSpec, wait: str) -> LocalCluster:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kruntime.names import segment
+
 Obj = dict[str, Any]
 
 
@@ -21,14 +23,16 @@ class Resource:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        """The API path; every caller-given part is one escaped segment (names.segment), so no
+        name can reach another object's path."""
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
+            base += f"/namespaces/{segment(namespace)}"
         base += f"/{self.plural}"
         if name:
-            base += f"/{name}"
+            base += f"/{segment(name)}"
             if subresource:
-                base += f"/{subresource}"
+                base += f"/{segment(subresource)}"
         return base
 
 

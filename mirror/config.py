@@ -170,6 +170,13 @@ class Config(BaseSettings):
     #: mounted certificate, else a self-signed one is made at start (the service proxy does
     #: not verify it — encryption is what the hop needs).
     inspect_tls: InspectTLS | None = None
+    #: Open ``logs`` streams at once, in total and per user: past the cap a user gets 429, so
+    #: no user can take the connections the controller's own reads to that worker need.
+    inspect_max_streams: int = Field(32, ge=1)
+    inspect_max_streams_per_user: int = Field(4, ge=1)
+    #: A log stream whose reader takes longer than this to accept a chunk is cut (a stalled
+    #: reader would hold a worker connection for ever).
+    inspect_write_timeout: float = Field(30.0, gt=0)
     leader_election: LeaderElection = Field(default_factory=LeaderElection)
 
     @field_validator("controller_name")

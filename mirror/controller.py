@@ -301,16 +301,22 @@ class MirrorController:
         inspect_api = None
         if self.cfg.inspect_address:
             assert self.manager is not None
-            # Its own client on the manager: the reviews are POSTs, which leader election gates on
-            # the controller's client, and a standby replica answers users too. Worker reads are GETs.
-            reviews = ClusterClient(f"{self.manager.name}-inspect", self.manager.api, qps=20, burst=40,
-                                    timeout=self.cfg.request_timeout)
+            # Its own client and pool on the manager: the reviews are POSTs, which leader election
+            # gates on the controller's client, and a standby replica answers users too.
+            reviews = self.manager.sibling("inspect", pool_size=8, qps=20, burst=40)
+            reviews.write_gate = None
             tls = self.cfg.inspect_tls
             ssl_context = inspect_tls.server_context(tls.cert_file if tls else None, tls.key_file if tls else None,
                                                      service_hosts=inspect_tls.INSPECT_SERVICE_HOSTS)
-            inspect_api = self.inspect_api = InspectApi(self.cfg.inspect_address, reviews,
-                                                        {n: w.client for n, w in self.workers.items()},
-                                                        self.cfg.controller_name, ssl_context)
+            # Worker reads on their own pools, one connection per allowed stream and a few for
+            # describe: a user's `logs -f` never takes a connection the reconciler needs.
+            cfg = self.cfg
+            readers = {n: w.client.sibling("inspect", pool_size=cfg.inspect_max_streams + 4, qps=20, burst=40)
+                       for n, w in self.workers.items()}
+            inspect_api = self.inspect_api = InspectApi(
+                cfg.inspect_address, reviews, readers, cfg.controller_name, ssl_context,
+                max_streams=cfg.inspect_max_streams, max_streams_per_user=cfg.inspect_max_streams_per_user,
+                write_timeout=cfg.inspect_write_timeout)
             await inspect_api.start()
         server = None
         if health and self.cfg.metrics_address:

@@ -8,7 +8,7 @@ Reads only, each bounded in time; no cache, so a standby replica answers as well
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -191,7 +191,7 @@ async def open_logs(worker: ClusterClient, job: Obj, req: LogRequest) -> tuple[O
     return pod, resp
 
 
-async def chunks(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+async def chunks(resp: aiohttp.ClientResponse) -> AsyncGenerator[bytes, None]:
     try:
         async for chunk in resp.content.iter_any():
             yield chunk

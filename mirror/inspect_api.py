@@ -10,18 +10,31 @@ service proxy (``/api/v1/namespaces/jobmirror-system/services/https:jobmirror-in
 API server authenticates the caller for the proxy and then *removes* the ``Authorization``
 header (verified against kube-apiserver 1.35), so the plugin sends the token again in
 ``X-Jobmirror-Token``; a direct call (port-forward) may use ``Authorization: Bearer`` too.
+
+What a caller needs (issue 19): ``describe`` — ``get`` on the Job; ``logs`` — ``get`` on the
+Job and ``get pods/log`` in its namespace, as ``kubectl logs job/NAME`` needs on one cluster:
+the copy's pods are the Job's pods, and an RBAC role that withholds pod logs must keep
+withholding them through us. The namespace and name are validated before anything is
+asked, and the Job served is checked to be the one authorised. Log streams run on their
+own connection pool per worker, capped in total and per user, and are cut when the reader
+stalls.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import ssl
+from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from kruntime.client import ApiError, ClusterClient
+from kruntime.names import InvalidName, check_name, check_namespace
 from kruntime.resources import JOBS, Obj, Resource
 from mirror import inspect, metrics
 
@@ -47,13 +60,31 @@ def token_from(headers: Any) -> str | None:
     return None
 
 
-def access_review(user: Obj, namespace: str, name: str) -> Obj:
-    """A SubjectAccessReview: may this authenticated user ``get`` this manager Job?"""
+def job_access(namespace: str, name: str) -> Obj:
+    """``get`` on one manager Job."""
+    return {"verb": "get", "group": "batch", "version": "v1", "resource": "jobs", "namespace": namespace,
+            "name": name}
+
+
+def pod_log_access(namespace: str) -> Obj:
+    """``get pods/log`` in a namespace (no name: the copy's pods are named on the worker)."""
+    return {"verb": "get", "group": "", "version": "v1", "resource": "pods", "subresource": "log",
+            "namespace": namespace}
+
+
+def describe_access(attrs: Obj) -> str:
+    what = f"{attrs['resource']}/{attrs['subresource']}" if attrs.get("subresource") else attrs["resource"]
+    group = f".{attrs['group']}" if attrs.get("group") else ""
+    where = f"{attrs['namespace']}/{attrs['name']}" if attrs.get("name") else f"in namespace {attrs['namespace']}"
+    return f"{attrs['verb']} {what}{group} {where}"
+
+
+def access_review(user: Obj, attrs: Obj) -> Obj:
+    """A SubjectAccessReview: may this authenticated user do ``attrs`` on the manager?"""
     spec: Obj = {
         "user": user.get("username", ""),
         "groups": user.get("groups") or [],
-        "resourceAttributes": {"verb": "get", "group": "batch", "version": "v1", "resource": "jobs",
-                               "namespace": namespace, "name": name},
+        "resourceAttributes": attrs,
     }
     if user.get("uid"):
         spec["uid"] = user["uid"]
@@ -80,6 +111,44 @@ def log_request(query: Any) -> inspect.LogRequest:
                               follow=flag("follow"), previous=flag("previous"), tail_lines=integer("tailLines"))
 
 
+def target_of(match_info: Any) -> tuple[str, str]:
+    """The namespace and Job name of a request, validated as the API server would (InvalidName
+    says which is bad): a value with ``/``, ``..`` or ``%`` never reaches an authorisation or a path."""
+    return (check_namespace(match_info["namespace"], "namespace"),
+            check_name(match_info["name"], "job name"))
+
+
+def is_the_authorised_job(job: Obj, namespace: str, name: str) -> bool:
+    md = job.get("metadata") or {}
+    return bool(md.get("namespace") == namespace and md.get("name") == name)
+
+
+@dataclass
+class StreamGate:
+    """Caps on open log streams, in total and per user; ``enter`` says why it refuses."""
+
+    total: int
+    per_user: int
+    open: Counter[str]
+
+    @classmethod
+    def of(cls, total: int, per_user: int) -> StreamGate:
+        return cls(total, per_user, Counter())
+
+    def enter(self, user: str) -> str | None:
+        if sum(self.open.values()) >= self.total:
+            return f"the inspect API has {self.total} log streams open, its limit: retry later"
+        if self.open[user] >= self.per_user:
+            return f"user {user!r} has {self.per_user} log streams open, the per-user limit: close one first"
+        self.open[user] += 1
+        return None
+
+    def leave(self, user: str) -> None:
+        self.open[user] -= 1
+        if self.open[user] <= 0:
+            del self.open[user]
+
+
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
@@ -101,9 +170,19 @@ async def _count(request: web.Request, handler: Callable[[web.Request], Awaitabl
     return resp
 
 
+@dataclass(frozen=True)
+class Caller:
+    username: str
+    job: Obj
+
+
 class InspectApi:
+    """``workers`` are the inspect API's own clients (ClusterClient.sibling): a user's streams
+    never take the connections of the reconciler, the watches or the health probes."""
+
     def __init__(self, address: str, manager: ClusterClient, workers: dict[str, ClusterClient],
-                 controller_name: str, ssl_context: ssl.SSLContext | None = None) -> None:
+                 controller_name: str, ssl_context: ssl.SSLContext | None = None, *,
+                 max_streams: int = 32, max_streams_per_user: int = 4, write_timeout: float = 30.0) -> None:
         host, _, port = address.rpartition(":")
         self.host = host or "0.0.0.0"
         self.port = int(port)
@@ -111,11 +190,16 @@ class InspectApi:
         self.workers = workers
         self.controller_name = controller_name
         self.ssl_context = ssl_context
+        self.streams = StreamGate.of(max_streams, max_streams_per_user)
+        self.write_timeout = write_timeout
         self._runner: web.AppRunner | None = None
 
-    async def _authorized_job(self, req: web.Request) -> Obj | web.Response:
-        """The manager Job of the request if the caller may ``get`` it, else the refusal to send."""
-        ns, name = req.match_info["namespace"], req.match_info["name"]
+    async def _authorized_job(self, req: web.Request, *, logs: bool = False) -> Caller | web.Response:
+        """The manager Job of the request if the caller may read it (and its logs), else the refusal to send."""
+        try:
+            ns, name = target_of(req.match_info)
+        except InvalidName as exc:
+            return _error(400, str(exc))
         token = token_from(req.headers)
         if not token:
             return _error(401, f"no bearer token (send it in {TOKEN_HEADER} or Authorization)")
@@ -127,21 +211,27 @@ class InspectApi:
                 why = st.get("error") or "unauthenticated"
                 return _error(401, f"token not accepted by the manager API server: {why}")
             user = st.get("user") or {}
-            sar = await self.manager.create(SUBJECTACCESSREVIEWS, None, access_review(user, ns, name))
+            needs = [job_access(ns, name)] + ([pod_log_access(ns)] if logs else [])
+            for attrs in needs:
+                sar = await self.manager.create(SUBJECTACCESSREVIEWS, None, access_review(user, attrs))
+                if not (sar.get("status") or {}).get("allowed"):
+                    log.info("inspect API: %s may not %s: refused", user.get("username"), describe_access(attrs))
+                    return _error(403, f"user {user.get('username')!r} may not {describe_access(attrs)} "
+                                       "on the manager")
         except ApiError as exc:
             log.warning("inspect API: reviewing a caller failed: %s", exc)
             return _error(503, f"could not review the caller: {exc}")
-        if not (sar.get("status") or {}).get("allowed"):
-            log.info("inspect API: %s may not get job %s/%s: refused", user.get("username"), ns, name)
-            return _error(403, f"user {user.get('username')!r} may not get jobs.batch {ns}/{name} on the manager")
         try:
             job = await self.manager.get(JOBS, ns, name)
         except ApiError as exc:
             return _error(exc.status or 503, exc.message)
+        if not is_the_authorised_job(job, ns, name):  # belt and braces: the path cannot move, check anyway
+            log.error("inspect API: asked for job %s/%s, the manager answered with %s", ns, name, job.get("metadata"))
+            return _error(502, f"the manager answered with another object than job {ns}/{name}")
         if (job.get("spec") or {}).get("managedBy") != self.controller_name:
             return _error(404, f"job {ns}/{name} is not mirrored by {self.controller_name}")
         log.info("inspect API: %s %s job %s/%s", user.get("username"), req.path.rsplit("/", 1)[-1], ns, name)
-        return job
+        return Caller(str(user.get("username") or ""), job)
 
     def _worker_of(self, job: Obj) -> tuple[str, ClusterClient] | web.Response:
         try:
@@ -153,21 +243,23 @@ class InspectApi:
             return _error(404, f"worker {w.worker} is not in this controller's configuration")
         return w.worker, client
 
-    async def _authorized_copy(self, req: web.Request) -> tuple[Obj, str, ClusterClient] | web.Response:
-        """The caller's Job with the worker that holds its copy, or the refusal to send."""
-        job = await self._authorized_job(req)
-        if isinstance(job, web.Response):
-            return job
-        found = self._worker_of(job)
+    async def _authorized_copy(self, req: web.Request, *, logs: bool = False
+                               ) -> tuple[Caller, str, ClusterClient] | web.Response:
+        """The caller and their Job with the worker that holds its copy, or the refusal to send."""
+        caller = await self._authorized_job(req, logs=logs)
+        if isinstance(caller, web.Response):
+            return caller
+        found = self._worker_of(caller.job)
         if isinstance(found, web.Response):
             return found
-        return job, *found
+        return caller, *found
 
     async def describe(self, req: web.Request) -> web.Response:
         found = await self._authorized_copy(req)
         if isinstance(found, web.Response):
             return found
-        job, name, client = found
+        caller, name, client = found
+        job = caller.job
         try:
             return web.json_response(await inspect.worker_view(client, name, job))
         except ApiError as exc:
@@ -178,22 +270,49 @@ class InspectApi:
             lr = log_request(req.query)
         except ValueError as exc:
             return _error(400, str(exc))
-        found = await self._authorized_copy(req)
+        found = await self._authorized_copy(req, logs=True)
         if isinstance(found, web.Response):
             return found
-        job, name, client = found
+        caller, name, client = found
+        refused = self.streams.enter(caller.username)
+        if refused:
+            metrics.INSPECT_STREAMS_REFUSED.inc()
+            log.info("inspect API: logs for %s refused: %s", caller.username, refused)
+            return _error(429, refused)
+        metrics.INSPECT_STREAMS.inc()
+        try:
+            return await self._stream_logs(req, caller.job, lr, name, client)
+        finally:
+            metrics.INSPECT_STREAMS.dec()
+            self.streams.leave(caller.username)
+
+    async def _stream_logs(self, req: web.Request, job: Obj, lr: inspect.LogRequest, name: str,
+                           client: ClusterClient) -> web.StreamResponse:
         try:
             pod, upstream = await inspect.open_logs(client, job, lr)
         except inspect.NotPlaced as exc:
             return _error(404, str(exc))
         except ApiError as exc:
             return _error(502, f"worker {name}: {exc.message}")
-        resp = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8",
-                                           "X-Jobmirror-Pod": f"{name}/{pod['metadata']['name']}"})
-        await resp.prepare(req)
-        async for chunk in inspect.chunks(upstream):
-            await resp.write(chunk)
-        await resp.write_eof()
+        stream = inspect.chunks(upstream)
+        async with contextlib.aclosing(stream):  # the worker's stream is released however this ends
+            resp = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8",
+                                               "X-Jobmirror-Pod": f"{name}/{pod['metadata']['name']}"})
+            await resp.prepare(req)
+            async for chunk in stream:
+                try:
+                    async with asyncio.timeout(self.write_timeout):
+                        await resp.write(chunk)
+                except TimeoutError:
+                    metrics.INSPECT_STREAMS_CUT.inc()
+                    log.info("inspect API: a log reader of %s/%s took over %.0f s to accept data: stream cut",
+                             job["metadata"]["namespace"], job["metadata"]["name"], self.write_timeout)
+                    if req.transport is not None:
+                        req.transport.close()
+                    return resp
+                except ConnectionResetError:  # the reader left: nothing to finish
+                    return resp
+            await resp.write_eof()
         return resp
 
     async def start(self) -> int:
@@ -201,7 +320,9 @@ class InspectApi:
         base = "/v1/namespaces/{namespace}/jobs/{name}"
         app.router.add_get(f"{base}/describe", self.describe)
         app.router.add_get(f"{base}/logs", self.logs)
-        self._runner = web.AppRunner(app, access_log=None)
+        # A reader that leaves cancels its handler, which releases the worker's stream at once (a
+        # follow stream with no new lines would otherwise never notice).
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.ssl_context)
         await site.start()
@@ -212,8 +333,11 @@ class InspectApi:
         return self.port
 
     async def stop(self) -> None:
+        """Stops serving and closes the clients it was given (they are its own pools)."""
         if self._runner is not None:
             await self._runner.cleanup()
+        for c in [self.manager, *self.workers.values()]:
+            await c.close()
 
 
 

@@ -48,3 +48,8 @@ COPIES_UNSCHEDULABLE = Counter("jobmirror_copies_unschedulable_total", "Copies w
                                "than unschedulableTimeout (one CopyUnschedulable event each)", ["worker"])
 INSPECT_REQUESTS = Counter("jobmirror_inspect_requests_total", "Inspect API requests by verb and answer",
                            ["verb", "code"])
+INSPECT_STREAMS = Gauge("jobmirror_inspect_log_streams", "Inspect API log streams open now")
+INSPECT_STREAMS_REFUSED = Counter("jobmirror_inspect_log_streams_refused_total",
+                                  "Log streams refused at the total or per-user cap (answered 429)")
+INSPECT_STREAMS_CUT = Counter("jobmirror_inspect_log_streams_cut_total",
+                              "Log streams cut because the reader stopped accepting data (inspectWriteTimeout)")

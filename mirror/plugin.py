@@ -29,6 +29,7 @@ from jobapi import conditions as jc
 from jobapi.objects import annotations_of
 from jobapi.times import parse_time
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
+from kruntime.names import InvalidName, check_name, check_namespace, segment
 from kruntime.resources import EVENTS, JOBS, Obj
 from mirror import inspect
 from mirror.config import Config
@@ -320,7 +321,8 @@ def _inspect_path(t: Target, ns: str, name: str, verb: str) -> str:
     svc_ns, _, svc = t.inspect_service.partition("/")
     if not svc:
         raise UsageError(f"--inspect-service {t.inspect_service!r}: expected namespace/service:port")
-    return f"/api/v1/namespaces/{svc_ns}/services/{svc}/proxy/v1/namespaces/{ns}/jobs/{name}/{verb}"
+    return (f"/api/v1/namespaces/{segment(svc_ns)}/services/{urllib.parse.quote(svc, safe=':')}/proxy"
+            f"/v1/namespaces/{segment(ns)}/jobs/{segment(name)}/{verb}")
 
 
 def direct_url_ssl(url: str, ca: Path | None) -> ssl.SSLContext | bool:
@@ -358,7 +360,7 @@ async def _inspect_call(t: Target, ns: str, name: str, verb: str, query: dict[st
     if t.inspect_url:
         ssl_ctx = direct_url_ssl(t.inspect_url, t.inspect_ca)
         session = aiohttp.ClientSession(timeout=timeout)
-        resp = await session.get(f"{t.inspect_url.rstrip('/')}/v1/namespaces/{ns}/jobs/{name}/{verb}",
+        resp = await session.get(f"{t.inspect_url.rstrip('/')}/v1/namespaces/{segment(ns)}/jobs/{segment(name)}/{verb}",
                                  params={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in q.items()},
                                  headers={"Authorization": f"Bearer {t.token}"}, ssl=ssl_ctx)
         resp._jobmirror_session = session  # type: ignore[attr-defined]  # closed with the response
@@ -386,6 +388,11 @@ async def _inspect_error(resp: aiohttp.ClientResponse) -> str:
 
 async def get_job(t: Target, name: str) -> Obj:
     ns = t.namespace or "default"
+    try:
+        check_namespace(ns, "namespace")
+        check_name(name, "job name")
+    except InvalidName as exc:
+        raise UsageError(str(exc)) from None
     try:
         job = await t.manager.get(JOBS, ns, name)
     except ApiError as exc:

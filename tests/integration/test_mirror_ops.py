@@ -5,8 +5,8 @@ Real API servers throughout: the worker's own Job controller refusing pods under
 ResourceQuota (FailedCreate), its scheduler finding no room (FailedScheduling), real
 ServiceAccount tokens reviewed by the manager's API server, and the manager's real service
 proxy in front of the in-process controller's inspect API. The plugin runs as a subprocess,
-as a user runs it. The local bed's pods run on kwok fake nodes: they have no logs, and the
-``logs`` test says so instead of faking output (kind e2e reads real container logs).
+as a user runs it. The local bed's pods run on kwok fake nodes, which serve a fixed log (clusterbed ClusterLogs)
+behind the real log path (kind e2e reads real container logs).
 """
 
 from __future__ import annotations
@@ -14,13 +14,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 import pytest
 import yaml
 
@@ -30,6 +27,7 @@ from kruntime.resources import EVENTS, PODS, Obj, Resource
 from mirror import metrics
 from mirror.naming import ANNOTATION_PIN, ANNOTATION_PLACEMENT_REASON
 from tests.conftest import ensure_namespace, wait_for
+from tests.integration.inspect_env import expose_through_service_proxy, host_address, proxied, user
 from tests.integration.mirror_env import MirrorEnv, make_job, mirror_env
 
 pytestmark = pytest.mark.integration
@@ -150,76 +148,6 @@ async def test_unschedulable_copy_is_told_then_flagged_after_the_timeout(client_
 # -- the inspect API: who may read what -----------------------------------------------------------
 
 
-def host_address() -> str:
-    """A non-loopback address of this machine: the API server refuses to proxy to loopback."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect(("192.0.2.1", 9))  # no packet is sent; this picks the outgoing interface
-        addr = str(s.getsockname()[0])
-    assert not addr.startswith("127."), f"no non-loopback IPv4 address on this machine ({addr})"
-    return addr
-
-
-async def expose_through_service_proxy(admin: ClusterClient, ns: str, ip: str, port: int) -> None:
-    """A Service whose endpoint is the in-process controller, as deploy/ makes one for the Pods.
-
-    The API server only proxies to an endpoint backed by a Pod with that IP, so a Pod object
-    carries it (its status written as a kubelet would).
-    """
-    await admin.create(PODS, ns, {"metadata": {"name": "inspect-backend"},
-                                  "spec": {"containers": [{"name": "c", "image": "none"}]}})
-    pod = await admin.get(PODS, ns, "inspect-backend")
-    pod["status"] = {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}
-    await admin.replace(PODS, ns, "inspect-backend", pod, subresource="status")
-    await admin.create(SERVICES, ns, {"metadata": {"name": "jobmirror-inspect"},
-                                      "spec": {"ports": [{"name": "inspect", "port": 8081, "targetPort": port}]}})
-    await admin.create(ENDPOINTS, ns, {"metadata": {"name": "jobmirror-inspect"}, "subsets": [{
-        "addresses": [{"ip": ip, "targetRef": {"kind": "Pod", "name": "inspect-backend", "namespace": ns}}],
-        "ports": [{"name": "inspect", "port": port}]}]})
-    # The shipped proxy grant, in this namespace.
-    for doc in yaml.safe_load_all((REPO / "deploy/manager/inspect-proxy-rbac.yaml").read_text()):
-        doc["metadata"]["namespace"] = ns
-        await admin.create(ROLES if doc["kind"] == "Role" else ROLEBINDINGS, ns, doc)
-
-
-async def user(admin: ClusterClient, ns: str, name: str, kubeconfig_of: Path, dest: Path,
-               *, may_get_jobs_in: str | None) -> tuple[str, Path]:
-    """A ServiceAccount user with a real token, optionally allowed to get/list Jobs in one namespace."""
-    await admin.create(SERVICEACCOUNTS, ns, {"metadata": {"name": name}})
-    if may_get_jobs_in:
-        await admin.create(ROLES, may_get_jobs_in, {"metadata": {"name": f"{name}-jobs"}, "rules": [
-            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list"]},
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]})
-        await admin.create(ROLEBINDINGS, may_get_jobs_in, {
-            "metadata": {"name": f"{name}-jobs"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{name}-jobs"},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]})
-    tr = await admin.request(
-        "POST", f"/api/v1/namespaces/{ns}/serviceaccounts/{name}/token",
-        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}})
-    token = str(tr["status"]["token"])
-    base = yaml.safe_load(kubeconfig_of.read_text())
-    cl = base["clusters"][0]
-    kc = {"apiVersion": "v1", "kind": "Config", "clusters": [cl], "users": [{"name": name, "user": {"token": token}}],
-          "contexts": [{"name": name, "context": {"cluster": cl["name"], "user": name, "namespace": ns}}],
-          "current-context": name}
-    dest.write_text(yaml.safe_dump(kc))
-    return token, dest
-
-
-async def proxied(admin: ClusterClient, ns: str, path: str, headers: dict[str, str]) -> tuple[int, Any]:
-    """A raw GET through the manager's service proxy, with only the given credentials."""
-    server = admin.host
-    ssl_ctx = False  # the bed's self-signed serving cert; the caller's identity is what is under test
-    async with aiohttp.ClientSession() as s, s.get(
-            f"{server}/api/v1/namespaces/{ns}/services/https:jobmirror-inspect:inspect/proxy{path}", headers=headers,
-            ssl=ssl_ctx) as r:
-        raw = await r.read()
-        try:
-            return r.status, json.loads(raw)
-        except ValueError:
-            return r.status, raw.decode(errors="replace")
-
-
 async def test_inspect_api_serves_only_users_who_may_get_the_job(client_for: ClientFor, cluster: ClusterFn, ns: str,
                                                                 tmp_path: Path) -> None:
     """through the real service proxy: alice (get jobs here) is served; bob (none) and carol (elsewhere) refused"""
@@ -281,12 +209,11 @@ async def test_inspect_api_serves_only_users_who_may_get_the_job(client_for: Cli
         rc, out, err = await plugin("describe", "work", "--kubeconfig", str(alice), svc)
         assert rc == 0, err
         assert "Copy:        " + f"{ns}/work on worker-2" in out and "Running" in out, out
-        # kwok runs no containers: the worker's kubelet API (kwok's) has no logs to give. The
-        # request still went all the way: authorized, then read from the worker on alice's behalf.
+        # kwok's kubelet API serves the bed's fixed container log (clusterbed ClusterLogs): the
+        # request went all the way, authorised on the manager, then read from the worker for alice.
         rc, out, err = await plugin("logs", "work", "--kubeconfig", str(alice), svc)
-        assert rc == 1, (out, err)
-        assert "inspect API answered 502: worker worker-2:" in err and 'no logs found for container "main"' in err
-        assert "kwok" in err
+        assert rc == 0, (out, err)
+        assert "kwok fake container log line 3" in out, out
         rc, out, err = await plugin("logs", "work", "--kubeconfig", str(bob), svc)
         assert rc == 1 and "cannot get resource \"jobs\"" in err, err  # bob cannot even read the Job itself
         got = await admin.list(EVENTS, ns, field_selector="involvedObject.name=work")

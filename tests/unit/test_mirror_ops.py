@@ -8,9 +8,21 @@ from typing import Any
 
 import pytest
 
+from kruntime.names import InvalidName
 from kruntime.resources import Obj
 from mirror import inspect, plugin
-from mirror.inspect_api import TOKEN_HEADER, access_review, log_request, token_from
+from mirror.inspect_api import (
+    TOKEN_HEADER,
+    StreamGate,
+    access_review,
+    describe_access,
+    is_the_authorised_job,
+    job_access,
+    log_request,
+    pod_log_access,
+    target_of,
+    token_from,
+)
 from mirror.placement import WorkerView, explain
 from mirror.worker_events import (
     event_time,
@@ -173,11 +185,57 @@ def test_token_from(headers: dict[str, str], token: str | None) -> None:
 
 def test_access_review_asks_get_on_that_job_for_that_user() -> None:
     user = {"username": "alice", "uid": "u1", "groups": ["g1", "system:authenticated"], "extra": {"k": ["v"]}}
-    body = access_review(user, "ns1", "job1")
+    body = access_review(user, job_access("ns1", "job1"))
     assert body["spec"] == {"user": "alice", "uid": "u1", "groups": ["g1", "system:authenticated"],
                             "extra": {"k": ["v"]},
                             "resourceAttributes": {"verb": "get", "group": "batch", "version": "v1",
                                                    "resource": "jobs", "namespace": "ns1", "name": "job1"}}
+
+
+def test_logs_are_reviewed_as_pod_log_reads_in_the_namespace() -> None:
+    attrs = pod_log_access("ns1")
+    assert attrs == {"verb": "get", "group": "", "version": "v1", "resource": "pods", "subresource": "log",
+                     "namespace": "ns1"}
+    assert describe_access(attrs) == "get pods/log in namespace ns1"
+    assert describe_access(job_access("ns1", "j")) == "get jobs.batch ns1/j"
+
+
+@pytest.mark.parametrize(("namespace", "name", "bad"), [
+    ("ns1", "job1", None),
+    ("ns1", "job.with.dots", None),
+    ("ns1", "../../other/jobs/x", "job name"),
+    ("ns1", "..", "job name"),
+    ("ns1", "a%2Fb", "job name"),
+    ("..", "job1", "namespace"),
+    ("ns.1", "job1", "namespace"),
+    ("NS", "job1", "namespace"),
+    ("", "job1", "namespace"),
+])
+def test_request_targets_are_validated_before_any_review(namespace: str, name: str, bad: str | None) -> None:
+    if bad is None:
+        assert target_of({"namespace": namespace, "name": name}) == (namespace, name)
+    else:
+        with pytest.raises(InvalidName, match=bad):
+            target_of({"namespace": namespace, "name": name})
+
+
+def test_only_the_authorised_job_is_shown() -> None:
+    job = {"metadata": {"namespace": "ns1", "name": "j"}}
+    assert is_the_authorised_job(job, "ns1", "j")
+    assert not is_the_authorised_job(job, "ns2", "j")
+    assert not is_the_authorised_job({"metadata": {"namespace": "ns1", "name": "k"}}, "ns1", "j")
+
+
+def test_stream_gate_caps_per_user_and_in_total() -> None:
+    gate = StreamGate.of(total=3, per_user=2)
+    assert gate.enter("alice") is None and gate.enter("alice") is None
+    assert "per-user limit" in (gate.enter("alice") or "")
+    assert gate.enter("bob") is None
+    assert "3 log streams open" in (gate.enter("carol") or "")
+    gate.leave("alice")
+    assert gate.enter("carol") is None
+    gate.leave("alice"), gate.leave("bob"), gate.leave("carol")
+    assert not gate.open
 
 
 def test_log_request_parsing() -> None:
