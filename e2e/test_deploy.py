@@ -132,17 +132,18 @@ async def test_kustomizations_pass_server_side_dry_run(e2e_env: E2EEnv) -> None:
 
 
 async def test_admission_policy_type_checks_against_the_job_schema(e2e_env: E2EEnv) -> None:
-    """ValidatingAdmissionPolicy compiles against batch/v1 Job without type warnings"""
+    """both ValidatingAdmissionPolicies compile against batch/v1 Job without type warnings"""
     vap = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy",
                    namespaced=False)
 
-    async def checked() -> Obj | None:
-        p = await e2e_env.manager.get(vap, None, POLICY)
-        st = p.get("status", {})
-        return p if st.get("observedGeneration") == p["metadata"]["generation"] and "typeChecking" in st else None
+    for name in (POLICY, "jobmirror-reserved-keys"):
+        async def checked(name: str = name) -> Obj | None:
+            p = await e2e_env.manager.get(vap, None, name)
+            st = p.get("status", {})
+            return p if st.get("observedGeneration") == p["metadata"]["generation"] and "typeChecking" in st else None
 
-    policy = await wait_for(checked, timeout=30, what=f"type checking of {POLICY}")
-    assert not policy["status"]["typeChecking"].get("expressionWarnings"), policy["status"]
+        policy = await wait_for(checked, timeout=30, what=f"type checking of {name}")
+        assert not policy["status"]["typeChecking"].get("expressionWarnings"), policy["status"]
 
 
 def test_shipped_config_files_are_valid() -> None:

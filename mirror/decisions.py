@@ -14,7 +14,7 @@ from enum import StrEnum
 
 from jobapi.objects import annotations_of
 from kruntime.resources import Obj
-from mirror.kinds import MirroredKind
+from mirror.kinds import MirroredKind, is_copy_of
 from mirror.naming import (
     ANNOTATION_CLAIMED_BY,
     ANNOTATION_CLUSTER,
@@ -93,7 +93,7 @@ class CopyPlan:
 
 
 def plan_copy(kind: MirroredKind, manager: Obj, remote: Obj, *, origin: str) -> CopyPlan:
-    if not kind.is_our_copy(remote, origin=origin, manager_uid=manager["metadata"]["uid"]):
+    if not is_copy_of(kind, remote, manager, origin=origin):
         return CopyPlan(collision=True)
     return CopyPlan(spec_patch=kind.spec_patch(manager, remote))
 

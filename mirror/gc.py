@@ -16,7 +16,8 @@ Ownership must be proven, not assumed from the origin label alone (two installat
 may ship the same ``origin``): a copy whose manager Job exists with the copy's origin
 uid is ours by uid; a copy whose manager Job is gone is ours only if it carries our
 manager cluster's identity (``jobmirror.dev/origin-cluster``). Anything else is left
-alone and counted as unproven.
+alone and counted as unproven, and so is a copy that names a manager object outside its own
+namespace (edited on the worker: :func:`mirror.kinds.manager_key_of`).
 """
 
 from __future__ import annotations
@@ -88,9 +89,12 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
             continue  # retried next round; an unreachable worker never blocks the others
         for remote in w.copies(kind):
             key = manager_key_of(kind, remote)
-            ns, name = split_key(key) if key else (None, "")
+            if key is None:
+                unproven += 1
+                continue
+            ns, name = split_key(key)
             if cache is not None:
-                cached = cache.get(key) if key else None
+                cached = cache.get(key)
                 verdict = judge(remote, cached, origin=origin, manager_cluster=manager_cluster, worker=w.name)
                 if not needs_confirmation(verdict):
                     continue
@@ -98,15 +102,14 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
                 metrics.GC_DEFERRED.labels(w.name).inc()
                 continue
             fresh: Obj | None = None
-            if ns:
-                budget -= 1
-                metrics.GC_MANAGER_READS.inc()
-                try:
-                    fresh = await manager.get(kind.resource, ns, name)
-                except ApiError as exc:
-                    if not exc.not_found:
-                        log.warning("gc: reading manager %s %s failed: %s", kind.name, key, exc)
-                        continue
+            budget -= 1
+            metrics.GC_MANAGER_READS.inc()
+            try:
+                fresh = await manager.get(kind.resource, ns, name)
+            except ApiError as exc:
+                if not exc.not_found:
+                    log.warning("gc: reading manager %s %s failed: %s", kind.name, key, exc)
+                    continue
             verdict = judge(remote, fresh, origin=origin, manager_cluster=manager_cluster, worker=w.name)
             if verdict is Verdict.UNPROVEN:
                 unproven += 1
@@ -126,8 +129,9 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
             log.info("gc: deleted %s copy %s/%s on %s", verdict.value, md["namespace"], md["name"], w.name)
         metrics.GC_UNPROVEN.labels(w.name).set(unproven)
         if unproven:
-            log.info("gc: kept %d %s copies on %s with origin %s whose manager object is gone here and that do "
-                     "not carry this manager's %s=%s (another installation's, or made by an older version)",
+            log.info("gc: kept %d %s copies on %s with origin %s that name no manager object in their own "
+                     "namespace, or whose manager object is gone here and that do not carry this manager's %s=%s "
+                     "(edited on the worker, another installation's, or made by an older version)",
                      unproven, kind.name, w.name, origin, LABEL_ORIGIN_CLUSTER, manager_cluster)
     return deleted
 

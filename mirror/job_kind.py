@@ -54,9 +54,6 @@ class JobKind:
     def is_suspended(self, obj: Obj) -> bool:
         return bool((obj.get("spec") or {}).get("suspend"))
 
-    def is_our_copy(self, remote: Obj, *, origin: str, manager_uid: str) -> bool:
-        return remote_copy.is_our_copy(remote, origin=origin, manager_uid=manager_uid)
-
     def state(self, obj: Obj) -> str | None:
         conds = jc.job_conditions(obj)
         for t in jc.TERMINAL_TYPES:

@@ -9,6 +9,15 @@ from jobapi.names import BUILTIN_JOB_CONTROLLER, CONTROLLER_UID_LABELS, JOBMIRRO
 DEFAULT_CONTROLLER_NAME = JOBMIRROR_CONTROLLER
 BUILTIN_CONTROLLER_NAME = BUILTIN_JOB_CONTROLLER
 
+#: Every label and annotation key jobmirror reads or writes starts with this; none is ever copied
+#: from a manager object to its copy (a user's key there could forge a copy's identity).
+PREFIX = "jobmirror.dev/"
+
+
+def is_ours(key: str) -> bool:
+    return key.startswith(PREFIX)
+
+
 # On the remote copy.
 LABEL_ORIGIN = "jobmirror.dev/origin"
 LABEL_ORIGIN_UID = "jobmirror.dev/origin-uid"
@@ -38,6 +47,9 @@ ANNOTATION_CLAIMED_BY = "jobmirror.dev/claimed-by"
 ANNOTATION_DELETE_PROPAGATION = "jobmirror.dev/delete-propagation"
 #: on a copy: digest of the manager pod template's scheduling directives it was last brought in line with
 ANNOTATION_TEMPLATE_HASH = "jobmirror.dev/template-hash"
+
+#: the keys of ours a user may set on a manager object (the admission policy lets them through)
+USER_ANNOTATIONS = (ANNOTATION_PIN, ANNOTATION_DELETE_PROPAGATION)
 
 FIELD_MANAGER = "jobmirror"
 

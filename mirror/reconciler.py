@@ -53,7 +53,7 @@ from mirror.decisions import (
     stale_outcome_from,
     status_to_write,
 )
-from mirror.kinds import MirroredKind
+from mirror.kinds import MirroredKind, is_copy_of
 from mirror.naming import (
     ANNOTATION_CLAIMED_BY,
     ANNOTATION_CLUSTER,
@@ -192,7 +192,7 @@ class Reconciler:
     async def _reconcile(self, job: Obj) -> float | None:
         uid = job["metadata"]["uid"]
         placement = placement_of(job)
-        copies = {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, uid)) is not None}
+        copies = {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, job)) is not None}
         for name in copies:
             self._pending[name].discard(uid)
 
@@ -394,7 +394,7 @@ class Reconciler:
         """
         uid = job["metadata"]["uid"]
         return (worker.synced(self.kind) and uid not in self._attempted[worker.name]
-                and worker.copy_of(self.kind, uid) is None)
+                and worker.copy_of(self.kind, job) is None)
 
     async def _handle_unhealthy(self, job: Obj, placement: Placement, worker: WorkerCluster | None) -> float:
         if worker is not None and self._never_sent(job, worker):
@@ -727,8 +727,7 @@ class Reconciler:
         self.recorder.event(job, WARNING, "FinishedWithoutCopy", f"{why}; its outcome was already decided, so it is "
                             f"finished as {self.kind.state(job)} from its last mirrored status instead of running "
                             "again")
-        uid = job["metadata"]["uid"]
-        copies = {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, uid)) is not None}
+        copies = {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, job)) is not None}
         return await self._finish(job, copies)
 
     async def _finalize(self, job: Obj, copies: dict[str, Obj]) -> float | None:
@@ -771,7 +770,7 @@ class Reconciler:
                     if not exc.not_found:
                         raise
                 else:
-                    if self.kind.is_our_copy(remote, origin=self.origin, manager_uid=uid):
+                    if is_copy_of(self.kind, remote, job, origin=self.origin):
                         all_gone &= await self._delete_remote(job, pw, remote, reason, propagation)
         if not all_gone:
             refusals = self._refusal_reports.get(uid, 0)

@@ -11,28 +11,20 @@ import hashlib
 import json
 
 from jobapi.names import JOB_NAME_LABELS
-from jobapi.objects import labels_of
 from kruntime.resources import Obj
 from mirror.naming import (
-    ANNOTATION_CLAIMED_BY,
-    ANNOTATION_CLUSTER,
-    ANNOTATION_DELETE_PROPAGATION,
     ANNOTATION_ORIGIN_JOB,
-    ANNOTATION_PIN,
-    ANNOTATION_PLACEMENT_REASON,
-    ANNOTATION_REMOTE_NAME,
     ANNOTATION_TEMPLATE_HASH,
     CONTROLLER_UID_LABELS,
     LABEL_ORIGIN,
     LABEL_ORIGIN_CLUSTER,
     LABEL_ORIGIN_UID,
+    is_ours,
 )
 
 #: metadata the API server owns or that only means something in the manager cluster
 _DROP_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
                   "deletionGracePeriodSeconds", "managedFields", "ownerReferences", "finalizers", "selfLink")
-_OUR_ANNOTATIONS = (ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME, ANNOTATION_PIN, ANNOTATION_CLAIMED_BY,
-                    ANNOTATION_DELETE_PROPAGATION, ANNOTATION_PLACEMENT_REASON)
 #: spec fields that follow the manager after dispatch (mutable on a live Job)
 MUTABLE_SPEC_FIELDS = ("suspend", "parallelism", "activeDeadlineSeconds")
 #: pod-template fields the API server lets change while a Job is suspended and not started
@@ -47,10 +39,17 @@ def _strip_uid_labels(labels: Obj | None) -> Obj | None:
     return {k: v for k, v in labels.items() if k not in CONTROLLER_UID_LABELS}
 
 
+def _theirs(keys: Obj | None, skip: tuple[str, ...] = ()) -> Obj:
+    """The user's labels or annotations: none of ours (``jobmirror.dev/``), none in ``skip``."""
+    return {k: v for k, v in (keys or {}).items() if not is_ours(k) and k not in skip}
+
+
 def build_remote_copy(manager: Obj, *, origin: str, origin_cluster: str, remote_name: str) -> Obj:
     """The Job to create in a worker: same spec, no managedBy, no manager-only identity.
 
-    The worker generates its own selector and controller-uid labels. The worker's
+    No ``jobmirror.dev/`` key of the manager object travels: the copy's identity is what we
+    stamp here, never what a user wrote. The worker generates its own selector and
+    controller-uid labels. The worker's
     ``ttlSecondsAfterFinished`` is dropped: a worker-side TTL could delete the copy
     before its final status is mirrored (Kueue PR 14734); we delete it ourselves.
     """
@@ -58,15 +57,14 @@ def build_remote_copy(manager: Obj, *, origin: str, origin_cluster: str, remote_
     out: Obj = {"apiVersion": "batch/v1", "kind": "Job"}
     meta = {k: copy.deepcopy(v) for k, v in md.items() if k not in _DROP_METADATA}
     meta["name"] = remote_name
-    labels = _strip_uid_labels(meta.get("labels")) or {}
+    labels = _theirs(meta.get("labels"), CONTROLLER_UID_LABELS)
     labels[LABEL_ORIGIN] = origin
     labels[LABEL_ORIGIN_UID] = md["uid"]
     labels[LABEL_ORIGIN_CLUSTER] = origin_cluster
     meta["labels"] = labels
-    ann = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in _OUR_ANNOTATIONS}
+    ann = _theirs(meta.get("annotations"), _SYSTEM_ANNOTATIONS)
     ann[ANNOTATION_ORIGIN_JOB] = f"{md['namespace']}/{md['name']}"
     ann[ANNOTATION_TEMPLATE_HASH] = template_hash(manager)
-    ann.pop("kubectl.kubernetes.io/last-applied-configuration", None)
     meta["annotations"] = ann
     out["metadata"] = meta
 
@@ -115,15 +113,15 @@ def merge_diff(old: object, new: object) -> object:
 
 
 def _metadata_additions(manager: Obj, remote: Obj) -> Obj:
-    """Labels/annotations set on the manager Job (not ours, not system ones) the copy lacks or differs in.
+    """Labels/annotations set on the manager Job (none of ours, no system ones) the copy lacks or differs in.
 
     Removals are not followed: a key on the copy may be the worker's own.
     """
     md, rmd = manager.get("metadata") or {}, remote.get("metadata") or {}
     out: Obj = {}
-    for field, skip in (("labels", _SYSTEM_LABELS), ("annotations", (*_OUR_ANNOTATIONS, *_SYSTEM_ANNOTATIONS))):
+    for field, skip in (("labels", _SYSTEM_LABELS), ("annotations", _SYSTEM_ANNOTATIONS)):
         have = rmd.get(field) or {}
-        changed = {k: v for k, v in (md.get(field) or {}).items() if k not in skip and have.get(k) != v}
+        changed = {k: v for k, v in _theirs(md.get(field), skip).items() if have.get(k) != v}
         if changed:
             out[field] = changed
     return out
@@ -193,8 +191,3 @@ def dropped_fields(sent: Obj, created: Obj) -> list[str]:
     Only key presence counts: a server may normalise values (quantities) or add defaults.
     """
     return _dropped(sent.get("spec") or {}, created.get("spec") or {}, "spec")
-
-
-def is_our_copy(remote: Obj, *, origin: str, manager_uid: str) -> bool:
-    labels = labels_of(remote)
-    return labels.get(LABEL_ORIGIN) == origin and labels.get(LABEL_ORIGIN_UID) == manager_uid

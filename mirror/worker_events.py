@@ -24,16 +24,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from jobapi.objects import annotations_of, labels_of
+from jobapi.objects import labels_of
 from jobapi.times import parse_time
 from kruntime.bounded import LruDict
 from kruntime.client import ApiError
 from kruntime.events import ObjectEvents
 from kruntime.informer import Informer, ObjectCache
-from kruntime.resources import EVENTS, PODS, Obj
+from kruntime.resources import EVENTS, PODS, Obj, key_of
 from mirror import metrics
-from mirror.kinds import MirroredKind
-from mirror.naming import LABEL_ORIGIN_UID, origin_annotation
+from mirror.kinds import MirroredKind, is_copy_of, manager_key_of
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
@@ -131,6 +130,7 @@ def unschedulable_message(worker: str, pod: Obj, since: datetime, timeout: float
 class _Stuck:
     namespace: str
     pod: str
+    manager_key: str
 
 
 class WorkerEvents:
@@ -201,9 +201,9 @@ class WorkerEvents:
         return next((c for c in candidates if c["metadata"].get("uid") == owner), None) if owner else None
 
     def _manager_of(self, copy: Obj) -> Obj | None:
-        key = annotations_of(copy).get(origin_annotation(self.kind.resource.kind))
+        key = manager_key_of(self.kind, copy)
         job = self.manager.get(key) if key else None
-        if job is None or job["metadata"].get("uid") != labels_of(copy).get(LABEL_ORIGIN_UID):
+        if job is None or not is_copy_of(self.kind, copy, job, origin=self.worker.kinds[self.kind.name].origin):
             return None
         return job
 
@@ -228,7 +228,7 @@ class WorkerEvents:
         if reason == "FailedScheduling" and inv.get("kind") == "Pod":
             uid = job["metadata"]["uid"]
             if uid not in self._stuck:
-                self._stuck[uid] = _Stuck(inv.get("namespace") or "", inv.get("name") or "")
+                self._stuck[uid] = _Stuck(inv.get("namespace") or "", inv.get("name") or "", key_of(job))
 
     def forget(self, manager_uid: str) -> None:
         """The manager object left the cache: drop what is kept for it."""
@@ -256,9 +256,8 @@ class WorkerEvents:
                 continue
             if (now - since).total_seconds() < self.unschedulable_timeout or uid in self._told:
                 continue
-            copy = self.worker.copy_of(self.kind, uid)
-            job = self._manager_of(copy) if copy is not None else None
-            if job is None:
+            job = self.manager.get(stuck.manager_key)
+            if job is None or job["metadata"].get("uid") != uid or self.worker.copy_of(self.kind, job) is None:
                 self._stuck.pop(uid, None)
                 continue
             self._told[uid] = None

@@ -22,7 +22,7 @@ from kruntime.informer import Informer
 from kruntime.resources import Obj, key_of
 from mirror import metrics
 from mirror.config import Worker
-from mirror.kinds import MirroredKind
+from mirror.kinds import MirroredKind, is_copy_of, manager_key_of
 from mirror.naming import LABEL_ORIGIN, LABEL_ORIGIN_UID
 
 log = logging.getLogger(__name__)
@@ -31,18 +31,14 @@ log = logging.getLogger(__name__)
 BY_ORIGIN_UID = "origin-uid"
 
 
-def _origin_uid(obj: Obj) -> Iterable[str]:
-    uid = labels_of(obj).get(LABEL_ORIGIN_UID)
-    return (uid,) if uid else ()
-
-
 class KindCopies:
     """The copies of one kind in one worker: an informer, the uid index, the unfinished count."""
 
     def __init__(self, kind: MirroredKind, client: ClusterClient, origin: str) -> None:
         self.kind = kind
         self.informer = Informer(client, kind.resource, label_selector=f"{LABEL_ORIGIN}={origin}")
-        self.informer.add_index(BY_ORIGIN_UID, _origin_uid)
+        self.origin = origin
+        self.informer.add_index(BY_ORIGIN_UID, self._origin_uid)
         #: keys of copies not finished yet, kept incrementally: placement asks for the count per Job
         self.unfinished: set[str] = set()
         self.informer.add_handler(self._count)
@@ -54,9 +50,15 @@ class KindCopies:
         else:
             self.unfinished.add(key)
 
-    def copy_of(self, manager_uid: str) -> Obj | None:
-        """The copy made for ``manager_uid`` (the most recently updated, should there be two)."""
-        found = self.informer.by_index(BY_ORIGIN_UID, manager_uid)
+    def _origin_uid(self, obj: Obj) -> Iterable[str]:
+        uid = labels_of(obj).get(LABEL_ORIGIN_UID)
+        return (uid,) if uid and manager_key_of(self.kind, obj) else ()
+
+    def copy_of(self, manager: Obj) -> Obj | None:
+        """The copy ``manager`` made (the most recently updated, should there be two): same uid,
+        namespace and name (:func:`mirror.kinds.is_copy_of`)."""
+        found = [c for c in self.informer.by_index(BY_ORIGIN_UID, manager["metadata"]["uid"])
+                 if is_copy_of(self.kind, c, manager, origin=self.origin)]
         return found[-1] if found else None
 
 
@@ -107,8 +109,8 @@ class WorkerCluster:
         """Whether the copy cache of ``kind`` has listed at least once (so a miss means none)."""
         return self.kinds[kind.name].informer.synced.is_set()
 
-    def copy_of(self, kind: MirroredKind, manager_uid: str) -> Obj | None:
-        return self.kinds[kind.name].copy_of(manager_uid)
+    def copy_of(self, kind: MirroredKind, manager: Obj) -> Obj | None:
+        return self.kinds[kind.name].copy_of(manager)
 
     def copies(self, kind: MirroredKind) -> list[Obj]:
         return self.kinds[kind.name].informer.items()

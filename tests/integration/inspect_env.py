@@ -54,21 +54,17 @@ async def expose_through_service_proxy(admin: ClusterClient, ns: str, ip: str, p
         await admin.create(ROLES if doc["kind"] == "Role" else ROLEBINDINGS, ns, doc)
 
 
-async def user(admin: ClusterClient, ns: str, name: str, kubeconfig_of: Path, dest: Path,
-               *, may_get_jobs_in: str | None, may_read_logs: bool = True) -> tuple[str, Path]:
-    """A ServiceAccount user with a real token, optionally allowed to get/list Jobs in one namespace
-    (and, unless ``may_read_logs`` is false, to read pod logs there)."""
+async def service_account(admin: ClusterClient, ns: str, name: str, kubeconfig_of: Path, dest: Path,
+                          grants: dict[str, list[dict[str, Any]]]) -> tuple[str, Path]:
+    """A ServiceAccount ``ns/name`` with a real token and a Role of ``rules`` in each namespace of
+    ``grants``; returns the token and a kubeconfig for it written to ``dest``."""
     await admin.create(SERVICEACCOUNTS, ns, {"metadata": {"name": name}})
-    if may_get_jobs_in:
-        rules: list[dict[str, Any]] = [
-            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list"]},
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]
-        if may_read_logs:
-            rules.append({"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]})
-        await admin.create(ROLES, may_get_jobs_in, {"metadata": {"name": f"{name}-jobs"}, "rules": rules})
-        await admin.create(ROLEBINDINGS, may_get_jobs_in, {
-            "metadata": {"name": f"{name}-jobs"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{name}-jobs"},
+    for where, rules in grants.items():
+        role = f"{ns}-{name}"
+        await admin.create(ROLES, where, {"metadata": {"name": role}, "rules": rules})
+        await admin.create(ROLEBINDINGS, where, {
+            "metadata": {"name": role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]})
     tr = await admin.request(
         "POST", f"/api/v1/namespaces/{ns}/serviceaccounts/{name}/token",
@@ -81,6 +77,19 @@ async def user(admin: ClusterClient, ns: str, name: str, kubeconfig_of: Path, de
           "current-context": name}
     dest.write_text(yaml.safe_dump(kc))
     return token, dest
+
+
+async def user(admin: ClusterClient, ns: str, name: str, kubeconfig_of: Path, dest: Path,
+               *, may_get_jobs_in: str | None, may_read_logs: bool = True) -> tuple[str, Path]:
+    """A ServiceAccount user with a real token, optionally allowed to get/list Jobs in one namespace
+    (and, unless ``may_read_logs`` is false, to read pod logs there)."""
+    rules: list[dict[str, Any]] = [
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]
+    if may_read_logs:
+        rules.append({"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]})
+    return await service_account(admin, ns, name, kubeconfig_of, dest,
+                                 {may_get_jobs_in: rules} if may_get_jobs_in else {})
 
 
 async def proxied(admin: ClusterClient, ns: str, path: str, headers: dict[str, str]) -> tuple[int, Any]:

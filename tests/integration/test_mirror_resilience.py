@@ -234,7 +234,7 @@ async def test_finished_job_is_not_dispatched_again_after_remote_vanishes(
 
         async def deletion_handled() -> bool:
             # The cache dropping the copy queued a pass (same step); the queue idle = that pass ran.
-            return all(w.copy_of(JOB_KIND, uid) is None for w in ctrl.workers.values()) and ctrl.queue.idle()
+            return all(w.copy_of(JOB_KIND, created) is None for w in ctrl.workers.values()) and ctrl.queue.idle()
 
         await wait_for(deletion_handled, timeout=30, what="the controller handled the copy's deletion")
         await wait_gc_rounds(1)

@@ -112,6 +112,18 @@ async def test_without_a_cache_every_copy_is_read_live() -> None:
     assert manager.gets == 5
 
 
+async def test_a_copy_naming_another_namespaces_job_is_never_collected_or_read() -> None:
+    """A user who may edit Jobs in one worker namespace points a copy at another namespace's
+    Job: GC neither reads that Job for it nor deletes anything on its word (kept, unproven)."""
+    manager, worker, _ = _setup(1, 0, 0)
+    forged = copy_of("live-0")
+    forged["metadata"]["namespace"] = "other"
+    forged["metadata"]["name"] = "mine"
+    worker._copies.append(forged)
+    assert await collect_once(manager, [worker], ORIGIN, JOB_KIND, CLUSTER) == 0  # type: ignore[arg-type, list-item]
+    assert manager.gets == 1 and worker.client.deleted == []
+
+
 @pytest.mark.parametrize(("previous", "message", "event"), [
     (None, "cannot dispatch: no healthy worker", True),
     ("cannot dispatch: no healthy worker", "cannot dispatch: no healthy worker", False),

@@ -76,10 +76,6 @@ class WidgetKind:
     def is_suspended(self, obj: Obj) -> bool:
         return bool(obj["spec"].get("paused"))
 
-    def is_our_copy(self, remote: Obj, *, origin: str, manager_uid: str) -> bool:
-        labels = remote["metadata"].get("labels") or {}
-        return labels.get(LABEL_ORIGIN) == origin and labels.get(LABEL_ORIGIN_UID) == manager_uid
-
     def state(self, obj: Obj) -> str | None:
         return "Done" if self.is_finished(obj) else None
 
@@ -169,8 +165,8 @@ class _ListOnly:
 
 
 async def test_worker_keeps_one_cache_and_uid_index_per_kind() -> None:
-    job_copy = JOB_KIND.build_copy({"metadata": {"name": "train", "namespace": "ns", "uid": "same-uid"}, "spec": {}},
-                                   origin=ORIGIN, origin_cluster="mgr", remote_name="train")
+    job = {"metadata": {"name": "train", "namespace": "ns", "uid": "same-uid"}, "spec": {}}
+    job_copy = JOB_KIND.build_copy(job, origin=ORIGIN, origin_cluster="mgr", remote_name="train")
     widget_copy = WIDGET.build_copy({**widget(), "metadata": {**widget()["metadata"], "uid": "same-uid"}},
                                     origin=ORIGIN, origin_cluster="mgr", remote_name="train")
     for i, obj in enumerate((job_copy, widget_copy)):
@@ -181,8 +177,8 @@ async def test_worker_keeps_one_cache_and_uid_index_per_kind() -> None:
     for informer in w.informers():
         await informer._relist()
         informer.synced.set()
-    assert w.copy_of(JOB_KIND, "same-uid") is job_copy
-    assert w.copy_of(WIDGET, "same-uid") is widget_copy
+    assert w.copy_of(JOB_KIND, job) is job_copy
+    assert w.copy_of(WIDGET, {**widget(), "metadata": {**widget()["metadata"], "uid": "same-uid"}}) is widget_copy
     assert w.copies(WIDGET) == [widget_copy] and w.synced(WIDGET)
     assert w.unfinished() == 2  # load counts every kind
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from mirror.job_kind import JobKind
+from mirror.kinds import is_copy_of, manager_key_of
 from mirror.naming import (
     ANNOTATION_CLUSTER,
     ANNOTATION_ORIGIN_JOB,
@@ -20,7 +22,6 @@ from mirror.naming import (
 from mirror.remote_copy import (
     build_remote_copy,
     dropped_fields,
-    is_our_copy,
     merge_diff,
     rewrites_template,
     spec_patch,
@@ -362,34 +363,87 @@ def test_spec_patch_tolerates_missing_spec() -> None:
     assert spec_patch({"spec": {"suspend": True}}, {}) == {"spec": {"suspend": True}}
 
 
-# -- is_our_copy --------------------------------------------------------------------------
+# -- a copy's identity --------------------------------------------------------------------
+
+JOB = JobKind()
+MANAGER = {"metadata": {"name": "train", "namespace": "team-a", "uid": UID}}
+OURS = {LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID}
 
 
 @pytest.mark.parametrize(
-    ("labels", "expected"),
+    ("namespace", "labels", "origin_job", "expected"),
     [
-        ({LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID}, True),
-        ({LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID, "app": "x"}, True),
-        ({LABEL_ORIGIN: "other-manager", LABEL_ORIGIN_UID: UID}, False),
-        ({LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: "another-uid"}, False),
-        ({LABEL_ORIGIN: ORIGIN}, False),
-        ({LABEL_ORIGIN_UID: UID}, False),
-        ({}, False),
-        (None, False),
+        ("team-a", OURS, "team-a/train", True),
+        ("team-a", {**OURS, "app": "x"}, "team-a/train", True),
+        ("team-a", {LABEL_ORIGIN: "other-manager", LABEL_ORIGIN_UID: UID}, "team-a/train", False),
+        ("team-a", {LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: "another-uid"}, "team-a/train", False),
+        ("team-a", {LABEL_ORIGIN: ORIGIN}, "team-a/train", False),
+        ("team-a", {LABEL_ORIGIN_UID: UID}, "team-a/train", False),
+        ("team-a", None, "team-a/train", False),
+        # The uid is right but the copy names another object, or lives in another namespace
+        # (labels edited on the worker by a user of that namespace): not this Job's copy.
+        ("team-a", OURS, "team-a/other", False),
+        ("team-b", OURS, "team-a/train", False),
+        ("team-b", OURS, "team-b/train", False),
+        ("team-a", OURS, None, False),
+        ("team-a", OURS, "team-a", False),
     ],
     ids=["ours", "ours-with-user-labels", "foreign-origin", "uid-mismatch", "no-uid", "no-origin", "no-labels",
-         "labels-null"],
+         "other-name", "other-namespace", "moved-namespace", "no-origin-annotation", "no-name"],
 )
-def test_is_our_copy(labels: dict[str, str] | None, expected: bool) -> None:
-    remote = {"metadata": {"name": "train", "labels": labels}}
-    assert is_our_copy(remote, origin=ORIGIN, manager_uid=UID) is expected
+def test_a_copy_is_this_jobs_only_by_origin_uid_and_namespaced_name(
+        namespace: str, labels: dict[str, str] | None, origin_job: str | None, expected: bool) -> None:
+    ann = {ANNOTATION_ORIGIN_JOB: origin_job} if origin_job is not None else {}
+    remote = {"metadata": {"name": "train", "namespace": namespace, "labels": labels, "annotations": ann}}
+    assert is_copy_of(JOB, remote, MANAGER, origin=ORIGIN) is expected
+
+
+@pytest.mark.parametrize(("namespace", "origin_job", "key"), [
+    ("team-a", "team-a/train", "team-a/train"),
+    ("team-b", "team-a/train", None),  # names an object outside its namespace: claims nothing
+    ("team-a", "team-a", None),
+    ("team-a", "", None),
+])
+def test_a_copy_names_a_manager_object_only_in_its_own_namespace(namespace: str, origin_job: str,
+                                                                  key: str | None) -> None:
+    remote = {"metadata": {"name": "x", "namespace": namespace, "annotations": {ANNOTATION_ORIGIN_JOB: origin_job}}}
+    assert manager_key_of(JOB, remote) == key
 
 
 def test_a_built_copy_is_recognised_as_ours_only_for_its_manager() -> None:
     out = build()
-    assert is_our_copy(out, origin=ORIGIN, manager_uid=UID)
-    assert not is_our_copy(out, origin=ORIGIN, manager_uid="x")
-    assert not is_our_copy(out, origin="other", manager_uid=UID)
+    mgr = manager_job()
+    assert is_copy_of(JOB, out, mgr, origin=ORIGIN)
+    assert not is_copy_of(JOB, out, {"metadata": {**mgr["metadata"], "uid": "x"}}, origin=ORIGIN)
+    assert not is_copy_of(JOB, out, mgr, origin="other")
+
+
+FORGED = {LABEL_ORIGIN: "someone-else", LABEL_ORIGIN_UID: "victim-uid", LABEL_ORIGIN_CLUSTER: "victim-cluster",
+          "jobmirror.dev/anything": "x"}
+FORGED_ANNOTATIONS = {ANNOTATION_ORIGIN_JOB: "victims/secret", ANNOTATION_TEMPLATE_HASH: "0000",
+                      "jobmirror.dev/origin-jobset": "victims/js", "jobmirror.dev/claimed-by": "x"}
+
+
+def test_no_key_of_ours_travels_from_the_manager_job_to_its_copy() -> None:
+    job = manager_job()
+    job["metadata"]["labels"].update(FORGED)
+    job["metadata"]["annotations"].update(FORGED_ANNOTATIONS)
+    out = build(job)
+    labels, ann = out["metadata"]["labels"], out["metadata"]["annotations"]
+    assert {k: v for k, v in labels.items() if k.startswith("jobmirror.dev/")} == {
+        LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID, LABEL_ORIGIN_CLUSTER: CLUSTER}
+    assert {k for k in ann if k.startswith("jobmirror.dev/")} == {ANNOTATION_ORIGIN_JOB, ANNOTATION_TEMPLATE_HASH}
+    assert ann[ANNOTATION_ORIGIN_JOB] == "team-a/train" and ann[ANNOTATION_TEMPLATE_HASH] == template_hash(job)
+    assert is_copy_of(JOB, out, manager_job(), origin=ORIGIN)
+
+
+def test_keys_of_ours_added_later_never_reach_the_copy() -> None:
+    job = manager_job()
+    remote = build(job)
+    job["metadata"]["labels"].update(FORGED)
+    job["metadata"]["annotations"].update({**FORGED_ANNOTATIONS, "note": "kept"})
+    patch = spec_patch(job, remote)
+    assert patch == {"metadata": {"annotations": {"note": "kept"}}}
 
 
 @pytest.mark.parametrize(("sent", "created", "expected"), [
