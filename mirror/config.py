@@ -151,6 +151,16 @@ class Config(BaseSettings):
     placement: PlacementPolicy = PlacementPolicy.LEAST_LOADED
     keep_finished_remote: bool = False
     missing_namespace: MissingNamespace = MissingNamespace.CREATE
+    #: Namespaces (names or shell patterns, ``team-*``) the controller may create or use on
+    #: workers; a claimed Job elsewhere gets no copy (event NamespaceNotAllowed). Empty = any.
+    worker_namespaces: list[str] = Field(default_factory=list)
+    #: Label keys (or patterns) copied from the manager namespace to a worker namespace the
+    #: controller creates, beside Pod Security's, which always are (mirror/tenancy.py).
+    namespace_labels: list[str] = Field(default_factory=list)
+    #: Labels of a created worker namespace where the manager namespace has none of that key:
+    #: no unlabelled (privileged) namespace by default. ``{}`` restores the bare namespace.
+    created_namespace_labels: dict[str, str] = Field(
+        default_factory=lambda: {"pod-security.kubernetes.io/enforce": "baseline"})
     qps: float = 200.0
     burst: int = 400
     request_timeout: float = Field(10.0, gt=0)

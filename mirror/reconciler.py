@@ -25,7 +25,7 @@ from kruntime.events import ObjectEvents
 from kruntime.informer import ObjectCache
 from kruntime.ownwrites import OwnWrites
 from kruntime.resources import NAMESPACES, Obj
-from mirror import metrics
+from mirror import metrics, tenancy
 from mirror.config import Config, MissingNamespace
 from mirror.decisions import (
     REFUSAL_EXCLUSION,
@@ -494,6 +494,11 @@ class Reconciler:
         return created
 
     async def _create(self, job: Obj, worker: WorkerCluster, ns: str, body: Obj) -> Obj | None:
+        if not tenancy.may_use(ns, self.cfg.worker_namespaces):
+            self.recorder.event(job, WARNING, "NamespaceNotAllowed",
+                                f"namespace {ns} is not among the workerNamespaces the controller may use on "
+                                f"workers ({', '.join(self.cfg.worker_namespaces)}): no copy is made")
+            return None
         self._attempted[worker.name].add(body["metadata"]["labels"][LABEL_ORIGIN_UID])
         try:
             return await self._remote_call(worker, worker.client.create(self.resource, ns, body))
@@ -506,11 +511,24 @@ class Reconciler:
                                 "(missingNamespace: Report)")
             return None
         try:
-            await self._remote_call(worker, worker.client.create(
-                NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+            source = await self.manager.get(NAMESPACES, None, ns)
+        except ApiError as exc:
+            # Never a namespace weaker than the tenant's: no posture known, no namespace made.
+            self.recorder.event(job, WARNING, "NamespaceMissing",
+                                f"namespace {ns} does not exist on worker {worker.name} and is not created there: "
+                                f"its Pod Security labels could not be read from the manager's namespace {ns} "
+                                f"({exc}); the controller needs get on namespaces in the manager")
+            return None
+        namespace = tenancy.worker_namespace(ns, source, extra=self.cfg.namespace_labels,
+                                             defaults=self.cfg.created_namespace_labels)
+        try:
+            await self._remote_call(worker, worker.client.create(NAMESPACES, None, namespace))
         except ApiError as exc:
             if not exc.already_exists:
                 raise
+        else:
+            log.info("created namespace %s on worker %s with labels %s", ns, worker.name,
+                     namespace["metadata"]["labels"])
         return await self._remote_call(worker, worker.client.create(self.resource, ns, body))
 
     def _refusal_delay(self, uid: str) -> float:
