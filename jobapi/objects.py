@@ -9,7 +9,7 @@ reading an informer's cached object can never change the cache.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict, cast
 
 
@@ -150,3 +150,9 @@ def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
 def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
     lb = md(obj).get("labels")
     return lb if isinstance(lb, dict) else {}
+
+
+def not_ended(pods: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Names of the pods that may still run a container: not Succeeded or Failed, whether or not
+    their deletion has begun (a terminating pod runs until its grace period ends)."""
+    return [name(p) for p in pods if ((p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))]

@@ -11,11 +11,20 @@ import contextvars
 import re
 from collections.abc import Mapping
 from enum import StrEnum
+from math import ceil
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -73,7 +82,9 @@ class LeaderElection(_Model):
     namespace: str = "jobmirror-system"
     lease_name: str = "jobmirror-controller"
     # Whole seconds of at least 1: leaseDurationSeconds is an integer on the Lease.
-    lease_duration: Annotated[int, Field(ge=1)] = 15
+    #: ≥ renewDeadline + requestTimeout (checked with the whole config): a write sent just before
+    #: a lost renewal can land up to requestTimeout later, and must land before a standby leads.
+    lease_duration: Annotated[int, Field(ge=1)] = 20
     renew_deadline: Annotated[int, Field(ge=1)] = 10
     retry_period: Annotated[int, Field(ge=1)] = 2
 
@@ -213,6 +224,18 @@ class Config(BaseSettings):
             return v
         if not re.match(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", v) or len(v) > 63:
             raise ValueError(f"{v!r} is not a valid label value")
+        return v
+
+    @field_validator("leader_election")
+    @classmethod
+    def _lease_outlasts_writes(cls, v: LeaderElection, info: ValidationInfo) -> LeaderElection:
+        timeout = info.data.get("request_timeout")
+        if v.enabled and timeout is not None and v.lease_duration - v.renew_deadline < timeout:
+            raise ValueError(
+                f"leaseDuration ({v.lease_duration}s) - renewDeadline ({v.renew_deadline}s) must be at least "
+                f"requestTimeout ({timeout:g}s): a write sent just before a failed renewal may land that much "
+                f"later, after a standby took over; raise leaseDuration to {v.renew_deadline + ceil(timeout)} "
+                "or lower requestTimeout")
         return v
 
     @field_validator("workers")

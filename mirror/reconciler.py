@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from jobapi.objects import annotations_of, labels_of
+from jobapi.names import CONTROLLER_UID_LABELS
+from jobapi.objects import annotations_of, labels_of, not_ended
 from kruntime.bounded import LruDict
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import ObjectEvents
 from kruntime.informer import ObjectCache
 from kruntime.ownwrites import OwnWrites
-from kruntime.resources import NAMESPACES, Obj
+from kruntime.resources import NAMESPACES, PODS, Obj
 from mirror import metrics, tenancy
 from mirror.config import Config, MissingNamespace
 from mirror.decisions import (
@@ -598,9 +599,16 @@ class Reconciler:
             if not is_refusal(exc.status):
                 raise
             metrics.WORKER_REFUSALS.labels(worker.name, "patch").inc()
-            # A suspended copy runs no pods: re-create it from the manager instead (nothing runs twice).
-            if (self.kind.recreate_when_refused(patch) and self.kind.is_suspended(remote)
-                    and await self._delete_remote(job, worker, remote, "re-created for its new template")):
+            # A suspended copy whose pods are all gone runs nothing: re-create it from the manager
+            # instead (nothing runs twice; a pod still terminating could, so wait for it).
+            recreate = self.kind.recreate_when_refused(patch) and self.kind.is_suspended(remote)
+            if recreate:
+                left = await self._pods_left(worker, remote)
+                if left:
+                    log.info("%s/%s on %s: waiting for %d pod(s) of the suspended copy to end before re-creating "
+                             "it (%s)", md["namespace"], md["name"], worker.name, len(left), ", ".join(left[:3]))
+                    return min(2.0, self.cfg.resync_period)
+            if recreate and await self._delete_remote(job, worker, remote, "re-created for its new template"):
                 self.recorder.event(job, NORMAL, "CopyRecreated", f"worker {worker.name} refused to rewrite "
                                     f"the suspended copy's pod template ({exc.message}); deleted it to be "
                                     "created again from the manager's template")
@@ -615,6 +623,15 @@ class Reconciler:
         self._patch_not_before.pop(uid, None)
         self._refusal_reports.pop(uid, None)
         return self.cfg.resync_period
+
+    async def _pods_left(self, worker: WorkerCluster, remote: Obj) -> list[str]:
+        """Pods of the copy that have not ended, terminating ones included (``status.active`` does
+        not count those, and ``status.terminating`` is missing on older workers)."""
+        md = remote["metadata"]
+        selector = f"{CONTROLLER_UID_LABELS[-1]}={md['uid']}"
+        pods, _ = await self._remote_call(worker, worker.client.list_all(PODS, md["namespace"],
+                                                                         label_selector=selector))
+        return not_ended(pods)
 
     async def _collision(self, job: Obj, worker: WorkerCluster, remote: Obj) -> float:
         """The placed worker has an object of the copy's name that is not our copy: never touch it.

@@ -148,3 +148,13 @@ def test_controller_names_are_one_set() -> None:
     assert api.JOB_CONTROLLER_NAME == naming.BUILTIN_CONTROLLER_NAME == names.BUILTIN_JOB_CONTROLLER
     assert naming.DEFAULT_CONTROLLER_NAME == names.JOBMIRROR_CONTROLLER
     assert naming.CONTROLLER_UID_LABELS is names.CONTROLLER_UID_LABELS
+
+
+@pytest.mark.parametrize(("phase", "deleting", "ended"), [
+    ("Pending", False, False), ("Running", False, False), ("Running", True, False), ("Unknown", False, False),
+    (None, False, False), ("Succeeded", False, True), ("Failed", True, True)])
+def test_a_pod_ends_with_its_phase_not_its_deletion(phase: str | None, deleting: bool, ended: bool) -> None:
+    from jobapi.objects import not_ended
+    pod = {"metadata": {"name": "p", **({"deletionTimestamp": "t"} if deleting else {})},
+           "status": {"phase": phase} if phase else {}}
+    assert not_ended([pod]) == ([] if ended else ["p"])

@@ -194,6 +194,11 @@ W = "workers:\n  - {name: worker-1, kubeconfig: /k/w1}\n"
         (W + "leaderElection: {leaseDuration: 15, renewDeadline: 10, retryPeriod: 9}\n",
          ["leaderElection", "renewDeadline must be greater than 1.2 x retryPeriod"]),
         (W + "leaderElection: {retryPeriod: 0}\n", ["leaderElection.retryPeriod"]),
+        (W + "leaderElection: {enabled: true, leaseDuration: 15, renewDeadline: 10}\n",
+         ["leaderElection", "leaseDuration (15s) - renewDeadline (10s) must be at least requestTimeout (10s)",
+          "raise leaseDuration to 20"]),
+        (W + "requestTimeout: 30\nleaderElection: {enabled: true}\n",
+         ["leaderElection", "requestTimeout (30s)", "raise leaseDuration to 40"]),
         (W + "leaderElection: {enabled: true, leaseSeconds: 3}\n", ["leaderElection.leaseSeconds", "Extra inputs"]),
         ("workers: [\n  - {name: a\n", ["not valid YAML", "line 2"]),
         ("workers:\n\t- name: a\n", ["not valid YAML"]),
@@ -206,7 +211,8 @@ W = "workers:\n  - {name: worker-1, kubeconfig: /k/w1}\n"
          "non-numeric-timeout", "negative-gc", "zero-unschedulable-timeout", "inspect-address-no-port",
          "inspect-address-named-port", "unknown-key", "bad-placement", "bad-missing-namespace",
          "reserved-controller-name", "controller-name-without-domain", "bad-origin", "lease-not-above-renew",
-         "renew-not-above-retry", "retry-zero", "unknown-leader-election-key", "not-yaml", "tab-indent",
+         "renew-not-above-retry", "retry-zero", "lease-shorter-than-writes",
+         "lease-shorter-than-long-writes", "unknown-leader-election-key", "not-yaml", "tab-indent",
          "top-level-list", "top-level-scalar", "empty-file"],
 )
 def test_bad_config_names_file_and_field(tmp_path: Path, text: str, fragments: list[str]) -> None:
