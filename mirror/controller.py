@@ -40,14 +40,13 @@ log = logging.getLogger(__name__)
 KINDS: tuple[MirroredKind, ...] = (JOB_KIND,)
 
 
-async def _worker_identity(client: ClusterClient) -> str | None:
-    """A worker's identity, for manager-as-worker detection; an unreachable worker must not
-    hold up the start (one quick attempt)."""
+async def _worker_identity(client: ClusterClient) -> str | IdentityUnavailable:
+    """A worker's identity, or why it could not be read (one quick attempt: an unreachable
+    worker must not hold up the start; it is held and asked again, see _admit)."""
     try:
         return await read_identity(client, attempts=1)
     except IdentityUnavailable as exc:
-        log.warning("%s; it is not treated as the manager cluster", exc)
-        return None
+        return exc
 
 
 class MirrorController:
@@ -108,15 +107,20 @@ class MirrorController:
                                                     probe_interval=cfg.health_probe_interval,
                                                     max_in_flight=max(2, cfg.workers_concurrency * 3 // 4),
                                                     config_error=broken)
-        identities = {w.name: None if w.config_error else await _worker_identity(w.client)
-                      for w in self.workers.values()}
+        read = {w.name: None if w.config_error else await _worker_identity(w.client) for w in self.workers.values()}
+        identities = {name: ident if isinstance(ident, str) else None for name, ident in read.items()}
         problems = cluster_conflicts(manager_id, identities, origin=cfg.origin)
         if problems:
             raise ConfigError("invalid worker list:\n  " + "\n  ".join(problems))
         for w in self.workers.values():
-            if identities[w.name] == manager_id:
-                w.is_manager = True
-                log.info("worker %s is the manager cluster itself: copies get derived names", w.name)
+            ident = read[w.name]
+            if isinstance(ident, str):
+                w.admit(ident, is_manager=ident == manager_id)
+            elif ident is not None:
+                # Unknown: it may be the cluster of another entry (or the manager). Used only once
+                # its identity is read and checked, so two entries never delete each other's copies.
+                w.hold(f"cluster identity not verified yet: {ident}")
+                log.warning("worker %s held until its cluster identity can be read: %s", w.name, ident)
         # Four event writers: two events per Job (Dispatched, RemoteDeleted) at dispatch rate.
         self.recorder = EventRecorder(self.manager, "jobmirror", writers=4)
         for kind in self.kinds.values():
@@ -254,17 +258,13 @@ class MirrorController:
         spawn = self._spawn
         for informer in self.informers.values():
             spawn(informer.run(), f"manager-{informer.resource.plural}-informer")
-        usable = [w for w in self.workers.values() if w.config_error is None]
+        usable = [w for w in self.workers.values() if w.config_error is None and w.held is None]
         for w in usable:
-            for informer in w.informers():
-                spawn(informer.run(), f"{w.name}-{informer.resource.plural}-informer")
+            self._start_worker(w)
         for w in self.workers.values():
             spawn(w.probe_loop(), f"{w.name}-probe")
-        for name, we in self.worker_events.items():
-            if self.workers[name].config_error is not None:
-                continue  # never contacted: its kubeconfig could not be loaded
-            spawn(we.informer.run(), f"{name}-warning-events")
-            spawn(we.check_loop(), f"{name}-unschedulable-check")
+            if w.config_error is None and w.held is not None:
+                spawn(self._admit(w), f"{w.name}-admit")
         for informer in self.informers.values():
             await informer.wait_synced()
         # Give reachable workers a moment to sync and answer a probe, so the first placements
@@ -281,6 +281,39 @@ class MirrorController:
         spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.origin, self.cfg.gc_interval,
                          list(self.kinds.values()), self.manager_cluster, caches=self.informers), "gc")
         await self.queue.run_workers(self.cfg.workers_concurrency, self._reconcile)
+
+    def _start_worker(self, w: WorkerCluster) -> None:
+        """Its copy caches and the mirroring of its events (never for an unusable or held worker)."""
+        for informer in w.informers():
+            self._spawn(informer.run(), f"{w.name}-{informer.resource.plural}-informer")
+        we = self.worker_events.get(w.name)
+        if we is not None:
+            self._spawn(we.informer.run(), f"{w.name}-warning-events")
+            self._spawn(we.check_loop(), f"{w.name}-unschedulable-check")
+
+    async def _admit(self, w: WorkerCluster, *, cap: float = 60.0) -> None:
+        """Read a held worker's identity until it answers (doubling waits up to ``cap``, each
+        failure counted and shown as its unhealthy reason), check it against the admitted
+        workers, then start it; a conflict keeps it out for good, with the reason."""
+        delay = 1.0
+        while True:
+            try:
+                ident = await read_identity(w.client, attempts=1)
+                break
+            except IdentityUnavailable as exc:
+                metrics.WORKER_IDENTITY_FAILURES.labels(w.name).inc()
+                w.hold(f"cluster identity not verified yet (next try in {delay:.0f}s): {exc}")
+            await asyncio.sleep(delay)
+            delay = min(cap, delay * 2)
+        known = {o.name: o.identity for o in self.workers.values() if o.identity is not None and o is not w}
+        problems = cluster_conflicts(self.manager_cluster, {**known, w.name: ident}, origin=self.cfg.origin)
+        if problems:
+            w.config_error = "; ".join(problems)
+            w.hold(w.config_error)
+            log.error("worker %s is kept out: %s", w.name, w.config_error)
+            return
+        w.admit(ident, is_manager=ident == self.manager_cluster)
+        self._start_worker(w)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from enum import StrEnum
 
 from jobapi.objects import annotations_of, labels_of
@@ -46,11 +46,14 @@ class Verdict(StrEnum):
     UNPROVEN = "unproven"  # our origin label, but no proof it is this manager's copy: kept
 
 
-def judge(remote: Obj, manager: Obj | None, *, origin: str, manager_cluster: str, worker: str) -> Verdict:
+def judge(remote: Obj, manager: Obj | None, *, origin: str, manager_cluster: str, worker: str,
+          configured: Collection[str]) -> Verdict:
     """Pure decision for one remote copy, given the manager Job as freshly read (or None).
 
     ``manager_cluster`` is our manager's identity; a copy without it (another manager
-    sharing the origin, or a copy made before the label existed) is never an orphan.
+    sharing the origin, or a copy made before the label existed) is never an orphan. A copy
+    whose Job is placed on a worker name not in ``configured`` (renamed or removed) is kept:
+    the reconciler adopts it where it runs, so it is never stale.
     """
     labels = labels_of(remote)
     if labels.get(LABEL_ORIGIN) != origin:
@@ -58,7 +61,8 @@ def judge(remote: Obj, manager: Obj | None, *, origin: str, manager_cluster: str
     origin_uid = labels.get(LABEL_ORIGIN_UID)
     if manager is not None and origin_uid and manager["metadata"].get("uid") == origin_uid:
         placed = annotations_of(manager).get(ANNOTATION_CLUSTER)
-        return Verdict.STALE if placed is not None and placed != worker else Verdict.KEEP
+        stale = placed is not None and placed != worker and placed in configured
+        return Verdict.STALE if stale else Verdict.KEEP
     if not manager_cluster or labels.get(LABEL_ORIGIN_CLUSTER) != manager_cluster:
         return Verdict.UNPROVEN
     return Verdict.ORPHAN
@@ -83,6 +87,7 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
                        budget: int = CONFIRM_BUDGET) -> int:
     """One GC round for ``kind``; ``cache`` None reads every manager object live (no cache yet)."""
     deleted = 0
+    configured = {w.name for w in workers}
     for w in workers:
         unproven = 0
         if not w.healthy:
@@ -95,7 +100,8 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
             ns, name = split_key(key)
             if cache is not None:
                 cached = cache.get(key)
-                verdict = judge(remote, cached, origin=origin, manager_cluster=manager_cluster, worker=w.name)
+                verdict = judge(remote, cached, origin=origin, manager_cluster=manager_cluster, worker=w.name,
+                            configured=configured)
                 if not needs_confirmation(verdict):
                     continue
             if budget <= 0:
@@ -110,7 +116,8 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
                 if not exc.not_found:
                     log.warning("gc: reading manager %s %s failed: %s", kind.name, key, exc)
                     continue
-            verdict = judge(remote, fresh, origin=origin, manager_cluster=manager_cluster, worker=w.name)
+            verdict = judge(remote, fresh, origin=origin, manager_cluster=manager_cluster, worker=w.name,
+                            configured=configured)
             if verdict is Verdict.UNPROVEN:
                 unproven += 1
             if verdict in (Verdict.KEEP, Verdict.UNPROVEN):

@@ -26,6 +26,8 @@ GC_ROUNDS = Counter("jobmirror_gc_rounds_total", "GC rounds completed (every kin
 GC_DELETIONS = Counter("jobmirror_gc_deletions_total", "Orphaned or stale remote copies deleted", ["worker", "reason"])
 REMOTE_DELETES = Counter("jobmirror_remote_deletes_total", "Remote copies deleted", ["worker", "reason"])
 HEALTH_PROBE_FAILURES = Counter("jobmirror_worker_probe_failures_total", "Failed worker health probes", ["worker"])
+WORKER_IDENTITY_FAILURES = Counter("jobmirror_worker_identity_failures_total", "Failed reads of a held worker's "
+                                   "cluster identity (it stays unused until one succeeds)", ["worker"])
 GC_UNPROVEN = Gauge("jobmirror_gc_unproven_copies", "Copies with our origin label kept by the last GC round because "
                     "nothing proves this manager made them", ["worker"])
 NAME_COLLISIONS = Counter("jobmirror_name_collisions_total", "Placed workers holding a same-named object that is "

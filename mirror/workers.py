@@ -90,6 +90,11 @@ class WorkerCluster:
         self.clock = clock
         #: True when this worker is the manager cluster itself (KEP-4368 Story 1).
         self.is_manager = False
+        #: its cluster identity (kube-system namespace UID), once read and checked against the others
+        self.identity: str | None = None
+        #: why it is not admitted yet (identity unread: it could be another entry's cluster, whose
+        #: copies it would judge stray); unhealthy and never written to until cleared
+        self.held: str | None = None
         self.kinds = {kind.name: KindCopies(kind, client, origin) for kind in kinds}
         self.probe_ok = False
         #: why this worker's kubeconfig could not be loaded: unhealthy until a restart with a fixed one
@@ -127,7 +132,7 @@ class WorkerCluster:
 
     @property
     def healthy(self) -> bool:
-        return (self.config_error is None and self.probe_ok
+        return (self.config_error is None and self.held is None and self.probe_ok
                 and all(i.healthy and i.synced.is_set() for i in self.informers()))
 
     def unhealthy_for(self) -> float:
@@ -155,9 +160,17 @@ class WorkerCluster:
         if self.probe_ok:
             self._set_health(False, error)
 
+    def hold(self, why: str) -> None:
+        self.held = why
+        self._set_health(False, why)
+
+    def admit(self, identity: str, *, is_manager: bool) -> None:
+        self.identity, self.is_manager, self.held = identity, is_manager, None
+        log.info("worker %s admitted: cluster %s%s", self.name, identity, " (the manager itself)" if is_manager else "")
+
     async def probe_once(self) -> None:
-        if self.config_error is not None:  # nothing to ask: keep the reason visible (metric, /status)
-            self._set_health(False, self.config_error)
+        if self.config_error is not None or self.held is not None:  # keep the reason visible (metric, /status)
+            self._set_health(False, self.config_error or self.held)
             self.probed.set()
             return
 

@@ -31,6 +31,7 @@ SHARED = {LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID, LABEL_ORIGIN_CLUSTER: "cl
 #: Made before copies carried the manager cluster's identity.
 LEGACY = {LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID}
 
+CONFIGURED = ("worker-1", "worker-2")
 
 @pytest.mark.parametrize(
     ("labels", "mgr", "expected"),
@@ -65,20 +66,30 @@ LEGACY = {LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID}
          "no-origin-label", "no-labels", "labels-null"],
 )
 def test_judge(labels: dict[str, str] | None, mgr: dict[str, Any] | None, expected: Verdict) -> None:
-    assert judge(remote(labels), mgr, origin=ORIGIN, manager_cluster=CLUSTER, worker="worker-1") is expected
+    assert judge(remote(labels), mgr, origin=ORIGIN, manager_cluster=CLUSTER, worker="worker-1",
+                 configured=CONFIGURED) is expected
+
+
+@pytest.mark.parametrize(("placed", "expected"), [("worker-2", Verdict.STALE), ("old-name", Verdict.KEEP)],
+                         ids=["placed-on-another-configured-worker", "placed-on-a-name-no-longer-configured"])
+def test_a_renamed_workers_copy_waits_for_adoption(placed: str, expected: Verdict) -> None:
+    """a worker renamed in the config: its copies' Jobs still name the old entry; the reconciler
+    adopts them where they run, so GC must not delete them as stale first"""
+    assert judge(remote(OURS), manager(placed=placed), origin=ORIGIN, manager_cluster=CLUSTER, worker="worker-1",
+                 configured=CONFIGURED) is expected
 
 
 @pytest.mark.parametrize("manager_cluster", ["", "cluster-b"], ids=["identity-unknown", "other-cluster"])
 def test_orphan_needs_this_managers_identity(manager_cluster: str) -> None:
     assert judge(remote(OURS), None, origin=ORIGIN, manager_cluster=manager_cluster,
-                 worker="worker-1") is Verdict.UNPROVEN
+                 worker="worker-1", configured=CONFIGURED) is Verdict.UNPROVEN
 
 
 @pytest.mark.parametrize(("worker", "expected"), [("worker-1", Verdict.KEEP), ("worker-2", Verdict.STALE)],
                          ids=["judged-on-placement", "judged-elsewhere"])
 def test_the_same_copy_is_judged_per_worker(worker: str, expected: Verdict) -> None:
     assert judge(remote(OURS), manager(placed="worker-1"), origin=ORIGIN, manager_cluster=CLUSTER,
-                 worker=worker) is expected
+                 worker=worker, configured=CONFIGURED) is expected
 
 
 def test_verdicts_are_metric_label_values() -> None:

@@ -56,10 +56,10 @@ class _Client:
 
 
 class _Worker:
-    name = WORKER
     healthy = True
 
-    def __init__(self, copies: list[Obj]) -> None:
+    def __init__(self, copies: list[Obj], name: str = WORKER) -> None:
+        self.name = name
         self._copies = copies
         self.client = _Client()
 
@@ -87,7 +87,7 @@ def _setup(n_live: int, n_orphans: int, n_stale: int) -> tuple[_Manager, _Worker
 
 async def test_copies_the_cache_keeps_cost_no_manager_request() -> None:
     manager, worker, cache = _setup(500, 3, 2)
-    deleted = await collect_once(manager, [worker], ORIGIN, JOB_KIND, CLUSTER, cache=cache)  # type: ignore[arg-type, list-item]
+    deleted = await collect_once(manager, [worker, _Worker([], "w2")], ORIGIN, JOB_KIND, CLUSTER, cache=cache)  # type: ignore[arg-type, list-item]
     assert manager.gets == 5  # only the copies to delete were confirmed
     assert deleted == 5 and sorted(worker.client.deleted) == [*(f"orphan-{i}" for i in range(3)),
                                                               *(f"stale-{i}" for i in range(2))]
