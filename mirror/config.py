@@ -176,6 +176,10 @@ class Config(BaseSettings):
     burst: int = 400
     request_timeout: float = Field(10.0, gt=0)
     health_probe_interval: float = Field(5.0, gt=0)
+    #: A worker call (or probe) slower than this makes the worker *slow* for a minute: new Jobs
+    #: go elsewhere when they can, and its calls share a quarter of the reconcile slots with the
+    #: other slow workers' (mirror/workers.py).
+    slow_call_seconds: float = Field(3.0, gt=0)
     workers_concurrency: int = Field(32, ge=1)
     metrics_address: str = ":8080"
     #: Mirror the Warning events of copies and their pods onto the manager objects (needs

@@ -89,6 +89,7 @@ class MirrorController:
         manager_id = self.manager_cluster = await read_identity(self.manager)
         origin = self.origin = cfg.origin_for(manager_id)
         log.info("manager cluster %s; origin %s", manager_id, origin)
+        slow_slots = asyncio.Semaphore(max(1, cfg.workers_concurrency // 4))
         for wcfg in cfg.workers:
             broken: str | None = None
             try:
@@ -102,11 +103,13 @@ class MirrorController:
                 log.error("worker %s: %s; it stays unhealthy until restarted with a fixed kubeconfig",
                           wcfg.name, broken)
                 client = ClusterClient.from_configuration(wcfg.name, Configuration(host="https://unusable.invalid"))
-            # Each worker may hold at most 3/4 of the reconcile slots: a hung one cannot stall the rest.
+            # Each worker may hold at most 3/4 of the reconcile slots: a hung one cannot stall the rest;
+            # slow ones together hold at most a quarter.
             self.workers[wcfg.name] = WorkerCluster(wcfg, client, kinds=list(self.kinds.values()), origin=origin,
                                                     probe_interval=cfg.health_probe_interval,
                                                     max_in_flight=max(2, cfg.workers_concurrency * 3 // 4),
-                                                    config_error=broken)
+                                                    config_error=broken, slow_after=cfg.slow_call_seconds,
+                                                    slow_slots=slow_slots)
         read = {w.name: None if w.config_error else await _worker_identity(w.client) for w in self.workers.values()}
         identities = {name: ident if isinstance(ident, str) else None for name, ident in read.items()}
         problems = cluster_conflicts(manager_id, identities, origin=cfg.origin)

@@ -26,6 +26,13 @@ GC_ROUNDS = Counter("jobmirror_gc_rounds_total", "GC rounds completed (every kin
 GC_DELETIONS = Counter("jobmirror_gc_deletions_total", "Orphaned or stale remote copies deleted", ["worker", "reason"])
 REMOTE_DELETES = Counter("jobmirror_remote_deletes_total", "Remote copies deleted", ["worker", "reason"])
 HEALTH_PROBE_FAILURES = Counter("jobmirror_worker_probe_failures_total", "Failed worker health probes", ["worker"])
+WORKER_SLOW = Gauge("jobmirror_worker_slow", "1 while a worker answers slowly (new Jobs go elsewhere, its calls share "
+                    "the slow workers' reconcile slots)", ["worker"])
+WORKER_SLOW_CALLS = Counter("jobmirror_worker_slow_calls_total", "Calls to a worker slower than slowCallSeconds",
+                            ["worker"])
+WORKER_CALLS_DETACHED = Counter("jobmirror_worker_calls_detached_total", "Worker calls left to finish on their own "
+                                "because they outlasted slowCallSeconds (their reconcile slot went to other Jobs)",
+                                ["worker"])
 WORKER_IDENTITY_FAILURES = Counter("jobmirror_worker_identity_failures_total", "Failed reads of a held worker's "
                                    "cluster identity (it stays unused until one succeeds)", ["worker"])
 GC_UNPROVEN = Gauge("jobmirror_gc_unproven_copies", "Copies with our origin label kept by the last GC round because "

@@ -18,6 +18,8 @@ class WorkerView:
     healthy: bool
     unfinished: int
     labels: dict[str, str]
+    #: answering, but slowly (mirror.workers.WorkerCluster.slow): chosen only when no other can be
+    slow: bool = False
 
 
 class PlacementPolicy(Protocol):
@@ -39,7 +41,7 @@ def _candidates(workers: Sequence[WorkerView], pinned: str | None) -> list[Worke
     healthy = [w for w in workers if w.healthy]
     if not healthy:
         raise NoWorker("no healthy worker")
-    return healthy
+    return [w for w in healthy if not w.slow] or healthy
 
 
 class LeastLoaded:
@@ -69,7 +71,7 @@ def explain(policy: str, workers: Sequence[WorkerView], chosen: str, pinned: str
     """
     if pinned:
         return f"pinned: annotation jobmirror.dev/pin-cluster={pinned}"
-    load = ", ".join(f"{w.name}={w.unfinished}" if w.healthy else f"{w.name}=excluded"
+    load = ", ".join(f"{w.name}={w.unfinished}{' (slow)' if w.slow else ''}" if w.healthy else f"{w.name}=excluded"
                      for w in sorted(workers, key=lambda w: w.name))
     return f"{policy}: chose {chosen}; unfinished copies per worker then: {load}"
 

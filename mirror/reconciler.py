@@ -11,6 +11,8 @@ same worker and never creates a second copy elsewhere.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import logging
 import time
 from collections.abc import Callable, Collection, Coroutine
@@ -68,7 +70,7 @@ from mirror.naming import (
 )
 from mirror.placement import NoWorker, PlacementPolicy, WorkerView, explain
 from mirror.propagation import StatusLag
-from mirror.workers import WorkerCluster
+from mirror.workers import WorkerBusy, WorkerCluster
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +80,8 @@ NORMAL, WARNING = "Normal", "Warning"
 
 #: the most Jobs any per-uid record of the reconciler holds at once (a backstop, see forget)
 MAX_TRACKED_JOBS = 50_000
-
-
-class WorkerBusy(Exception):
-    """The worker already has its share of in-flight calls; try this Job again shortly."""
-
-    expected = True
+#: the manager uid of the pass running in this task (names the Job a detached worker call belongs to)
+_PASS_UID: contextvars.ContextVar[str] = contextvars.ContextVar("jobmirror_pass_uid", default="")
 
 
 class CopyVanished(Exception):
@@ -157,6 +155,8 @@ class Reconciler:
         self._refused: LruDict[str, dict[str, float]] = LruDict(MAX_TRACKED_JOBS)
         #: per manager uid, how many refusals in a row (the retry backoff)
         self._refusal_reports: LruDict[str, int] = LruDict(MAX_TRACKED_JOBS)
+        #: per manager uid, worker calls still running after its pass stopped waiting (slow worker)
+        self._detached: dict[str, set[asyncio.Task[Any]]] = {}
         #: per manager uid, when a refused spec patch may be tried again (monotonic)
         self._patch_not_before: LruDict[str, float] = LruDict(MAX_TRACKED_JOBS)
         #: manager uids told once that their worker is not configured (the event is not repeated each pass)
@@ -177,11 +177,15 @@ class Reconciler:
         if not self.kind.claims(job, self.cfg):
             await self.release_if_unclaimed(job)
             return None
+        uid = job["metadata"]["uid"]
+        if uid in self._detached:
+            return 1.0  # a slow worker has not answered this Job's last call yet: read its outcome after
+        pass_of = _PASS_UID.set(uid)
         with metrics.SYNC_LATENCY.time():
             try:
                 return await self._reconcile(job)
-            except WorkerBusy:
-                return 0.5  # not a failure: that worker's share of slots is taken; no backoff growth
+            except WorkerBusy as busy:
+                return busy.retry_after  # not a failure: that worker's share of slots is taken; no backoff growth
             except ApiError as exc:
                 metrics.RECONCILE_ERRORS.labels("conflict" if exc.conflict else
                                                 "transport" if exc.status == 0 else f"http_{exc.status}").inc()
@@ -189,6 +193,8 @@ class Reconciler:
             except StatusRejected:
                 metrics.RECONCILE_ERRORS.labels("status_rejected").inc()
                 raise
+            finally:
+                _PASS_UID.reset(pass_of)
 
     async def _reconcile(self, job: Obj) -> float | None:
         uid = job["metadata"]["uid"]
@@ -322,7 +328,7 @@ class Reconciler:
     def worker_views(self, exclude: Collection[str] = ()) -> list[WorkerView]:
         return [
             WorkerView(w.name, w.healthy and w.name not in exclude, w.unfinished() + len(self._pending[w.name]),
-                       w.cfg.labels)
+                       w.cfg.labels, slow=w.slow() is not None)
             for w in self.workers.values()
         ]
 
@@ -444,20 +450,50 @@ class Reconciler:
     # -- remote copy ----------------------------------------------------------------------
 
     async def _remote_call(self, worker: WorkerCluster, coro: Coroutine[Any, Any, T]) -> T:
+        """One call to a worker, within its share of in-flight calls.
+
+        A call still unanswered after the worker's ``slow_after`` seconds goes on by itself and
+        this pass ends (WorkerBusy): the reconcile slot serves other Jobs, so workers that answer
+        in 9 s cannot hold every slot between them. The Job's next pass waits until that call has
+        ended (:meth:`reconcile`) and reads what it did.
+        """
+        verb = str(getattr(coro, "__qualname__", "call")).rsplit(".", 1)[-1]
+
+        async def call() -> T:
+            try:
+                async with worker.call_slot(f"a {verb} call"):
+                    try:
+                        return await coro
+                    except ApiError as exc:
+                        if exc.status == 0:
+                            worker.mark_suspect(str(exc))  # a timed-out call is evidence enough: stop placing there
+                        raise
+            except WorkerBusy:
+                coro.close()  # never awaited when no slot was free (a no-op once it ran)
+                raise
+
+        task = asyncio.ensure_future(call())
         try:
-            async with asyncio.timeout(1.0):
-                await worker.in_flight.acquire()
-        except TimeoutError:
-            coro.close()
-            raise WorkerBusy(worker.name) from None
-        try:
-            return await coro
-        except ApiError as exc:
-            if exc.status == 0:
-                worker.mark_suspect(str(exc))  # a timed-out call is evidence enough: stop placing there
+            done, _ = await asyncio.wait({task}, timeout=worker.slow_after)
+        except asyncio.CancelledError:
+            task.cancel()
             raise
-        finally:
-            worker.in_flight.release()
+        if task in done:
+            return task.result()
+        uid = _PASS_UID.get()
+        self._detached.setdefault(uid, set()).add(task)
+        task.add_done_callback(functools.partial(self._detached_done, uid, worker.name, verb))
+        metrics.WORKER_CALLS_DETACHED.labels(worker.name).inc()
+        raise WorkerBusy(worker.name, 1.0)
+
+    def _detached_done(self, uid: str, worker: str, verb: str, task: asyncio.Task[Any]) -> None:
+        calls = self._detached.get(uid, set())
+        calls.discard(task)
+        if not calls:
+            self._detached.pop(uid, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.info("worker %s: a slow %s call for %s ended with %s (its next pass reads the outcome)", worker,
+                     verb, uid, task.exception())
 
     async def _find_or_create(self, job: Obj, worker: WorkerCluster, placement: Placement) -> Obj | None:
         ns = job["metadata"]["namespace"]

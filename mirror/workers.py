@@ -5,14 +5,22 @@ index by the manager object's uid. Health combines an active probe (``/readyz``,
 with tenacity backoff, every attempt logged and counted) with the state of the copy watches. A bounded number of
 in-flight calls per worker means a hung worker can tie up at most that many
 reconcile slots, never the whole controller.
+
+A worker that answers, but slowly, is a third state beside healthy and unhealthy: a call (or
+probe) slower than ``slow_after`` seconds, or one still waiting longer than that, makes it
+*slow* for ``slow_hold`` seconds. A slow worker is chosen for new Jobs only when no other can
+take them, and its calls share one small pool of reconcile slots with every other slow worker
+(``slow_slots``), so slow workers together never hold more than that pool, whatever their number.
+It is not unhealthy: its copies keep being mirrored and nothing is re-dispatched.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
@@ -26,6 +34,16 @@ from mirror.kinds import MirroredKind, is_copy_of, manager_key_of
 from mirror.naming import LABEL_ORIGIN, LABEL_ORIGIN_UID
 
 log = logging.getLogger(__name__)
+
+class WorkerBusy(Exception):
+    """The worker already has its share of in-flight calls; try this Job again in ``retry_after`` s."""
+
+    expected = True
+
+    def __init__(self, worker: str, retry_after: float = 0.5) -> None:
+        super().__init__(worker)
+        self.retry_after = retry_after
+
 
 #: Informer index of copies by the uid of the manager object they came from.
 BY_ORIGIN_UID = "origin-uid"
@@ -81,6 +99,9 @@ class WorkerCluster:
         max_in_flight: int = 8,
         clock: Callable[[], float] = time.monotonic,
         config_error: str | None = None,
+        slow_after: float = 3.0,
+        slow_hold: float = 60.0,
+        slow_slots: asyncio.Semaphore | None = None,
     ) -> None:
         self.cfg = cfg
         self.name = cfg.name
@@ -102,6 +123,12 @@ class WorkerCluster:
         self.last_error: str | None = config_error or "not probed yet"
         self.unhealthy_since: float | None = clock()
         self.in_flight = asyncio.Semaphore(max_in_flight)
+        self.slow_after, self.slow_hold = slow_after, slow_hold
+        #: shared by every worker's calls while it is slow (the controller passes one to all)
+        self.slow_slots = slow_slots or asyncio.Semaphore(max_in_flight)
+        self._calls: dict[int, float] = {}  # in-flight call -> its start
+        self._slow_until = 0.0
+        self._slow_reason = ""
         #: set once the first probe has answered either way, so the first placements see every worker
         self.probed = asyncio.Event()
 
@@ -155,6 +182,58 @@ class WorkerCluster:
                     "healthy" if now_healthy else "UNHEALTHY", f": {self.last_error}" if self.last_error else "")
         metrics.WORKER_UP.labels(self.name).set(1 if now_healthy else 0)
 
+    # -- slowness -----------------------------------------------------------------------------
+
+    def slow(self) -> str | None:
+        """Why this worker counts as slow now, or None."""
+        now = self.clock()
+        oldest = min(self._calls.values(), default=now)
+        if now - oldest > self.slow_after:
+            return f"a call has been waiting {now - oldest:.1f}s (slow above {self.slow_after:g}s)"
+        return self._slow_reason if now < self._slow_until else None
+
+    def _took(self, seconds: float, what: str) -> None:
+        if seconds > self.slow_after:
+            if self.slow() is None:
+                log.warning("worker %s is SLOW: %s took %.1fs (above %gs): it takes new Jobs only when no other "
+                            "worker can, and shares the slow workers' reconcile slots for %gs", self.name, what,
+                            seconds, self.slow_after, self.slow_hold)
+            self._slow_until = self.clock() + self.slow_hold
+            self._slow_reason = f"{what} took {seconds:.1f}s (slow above {self.slow_after:g}s)"
+            metrics.WORKER_SLOW_CALLS.labels(self.name).inc()
+        metrics.WORKER_SLOW.labels(self.name).set(1 if self.slow() else 0)
+
+    @contextlib.asynccontextmanager
+    async def call_slot(self, what: str = "a call", wait: float = 1.0) -> AsyncIterator[None]:
+        """One in-flight call to this worker: its own share of slots, and while it is slow also
+        one of the shared slow slots. Raises :class:`WorkerBusy` after ``wait`` seconds without one
+        (at once for a slow worker: waiting for it is what must not tie up reconcile slots)."""
+        shared = self.slow() is not None
+        wait, retry = (0.0, 2.0) if shared else (wait, 0.5)
+        try:
+            async with asyncio.timeout(wait):
+                await self.in_flight.acquire()
+        except TimeoutError:
+            raise WorkerBusy(self.name, retry) from None
+        try:
+            if shared:
+                try:
+                    async with asyncio.timeout(wait):
+                        await self.slow_slots.acquire()
+                except TimeoutError:
+                    raise WorkerBusy(self.name, retry) from None
+            token = object()
+            started = self._calls[id(token)] = self.clock()
+            try:
+                yield
+            finally:
+                del self._calls[id(token)]
+                self._took(self.clock() - started, what)
+                if shared:
+                    self.slow_slots.release()
+        finally:
+            self.in_flight.release()
+
     def mark_suspect(self, error: str) -> None:
         """A real call failed at the transport level: unhealthy until the next good probe."""
         if self.probe_ok:
@@ -188,7 +267,9 @@ class WorkerCluster:
                 reraise=True,
             ):
                 with attempt:
+                    started = self.clock()
                     await self.client.request("GET", "/readyz", timeout=min(self.client.timeout, 5.0))
+                    self._took(self.clock() - started, "the /readyz probe")
         except ApiError as exc:
             metrics.HEALTH_PROBE_FAILURES.labels(self.name).inc()
             self._set_health(False, str(exc))
@@ -210,4 +291,5 @@ class WorkerCluster:
             "copies": sum(len(i.cache) for i in self.informers()),
             "unfinished": self.unfinished(),
             "isManager": self.is_manager,
+            "slow": self.slow(),
         }
