@@ -25,8 +25,9 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.config.config_exception import ConfigException
+from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
-from kruntime import metrics
+from kruntime import exec_credentials, metrics
 from kruntime.ratelimit import TokenBucket
 from kruntime.resources import Obj, Resource
 
@@ -194,20 +195,38 @@ class ClusterClient:
             query = {**(query or {}), "fieldManager": self.field_manager}
         q = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items() if v is not None]
         cfg = self.api.configuration
-        try:
-            token = (await cfg.auth_settings()).get("BearerToken")  # runs the refresh hook (token files)
-            if token:
-                headers["Authorization"] = token["value"]
-            data = body if body is None or isinstance(body, (bytes, str)) else orjson.dumps(body)
-            tmo = timeout if isinstance(timeout, aiohttp.ClientTimeout) else aiohttp.ClientTimeout(
-                total=timeout if timeout is not None else self.timeout)
-            resp: aiohttp.ClientResponse = await self._session.request(
-                verb, f"{cfg.host}{path}", params=q, headers=headers, data=data, timeout=tmo, **self._transport_kw)
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            metrics.API_REQUESTS.labels(cluster=self.name, verb=verb, code="transport").inc()
-            raise ApiError(0, "Transport", f"{verb} {path}: {type(exc).__name__}: {exc}", cluster=self.name) from exc
-        metrics.API_REQUESTS.labels(cluster=self.name, verb=verb, code=str(resp.status)).inc()
-        return resp
+        data = body if body is None or isinstance(body, (bytes, str)) else orjson.dumps(body)
+        tmo = timeout if isinstance(timeout, aiohttp.ClientTimeout) else aiohttp.ClientTimeout(
+            total=timeout if timeout is not None else self.timeout)
+        for attempt in (1, 2):
+            try:
+                token = (await cfg.auth_settings()).get("BearerToken")  # runs the refresh hook (token file, exec)
+                if token:
+                    headers["Authorization"] = token["value"]
+                resp: aiohttp.ClientResponse = await self._session.request(
+                    verb, f"{cfg.host}{path}", params=q, headers=headers, data=data, timeout=tmo,
+                    **self._transport_kw)
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                metrics.API_REQUESTS.labels(cluster=self.name, verb=verb, code="transport").inc()
+                raise ApiError(0, "Transport", f"{verb} {path}: {type(exc).__name__}: {exc}",
+                               cluster=self.name) from exc
+            metrics.API_REQUESTS.labels(cluster=self.name, verb=verb, code=str(resp.status)).inc()
+            if resp.status != 401 or attempt == 2 or not await self._renew_credentials():
+                return resp
+            resp.release()  # refused: sent once more with the renewed token
+        raise AssertionError("unreachable")
+
+    async def _renew_credentials(self) -> bool:
+        """After a 401: renew an exec plugin's token at once (whatever its stated expiry); whether
+        there is a new one to retry with."""
+        hook = self.api.configuration.refresh_api_key_hook
+        if not isinstance(hook, exec_credentials.ExecCredentials):
+            return False
+        renewed = await hook.refresh(self.api.configuration, force=True)
+        metrics.CREDENTIAL_RENEWALS.labels(cluster=self.name, result="renewed" if renewed else "unchanged").inc()
+        log.info("%s: the API server refused our token (401); exec plugin %s %s", self.name, hook.command,
+                 "gave a new one: retrying once" if renewed else "gave no new one")
+        return renewed
 
     async def request(self, method: str, path: str, **kw: Any) -> Obj:
         timeout = kw.get("timeout")
@@ -387,32 +406,52 @@ async def load_incluster() -> k8s_client.Configuration:
     return cfg
 
 
-async def load_kubeconfig(path: str | Path, context: str | None = None) -> k8s_client.Configuration:
-    """Load one kubeconfig into a fresh Configuration, with errors that name the file."""
+async def load_kubeconfig(path: str | Path, context: str | None = None, *,
+                          exec_timeout: float = exec_credentials.DEFAULT_TIMEOUT) -> k8s_client.Configuration:
+    """Load one kubeconfig into a fresh Configuration, with errors that name the file.
+
+    An ``exec`` user is run by :class:`~kruntime.exec_credentials.ExecCredentials` (with a
+    timeout, refreshed before expiry and after a 401), never by the library's loader.
+    """
     p = Path(path)
     if not p.is_file():
         raise KubeconfigError(f"kubeconfig {p}: file not found")
+    where = f"kubeconfig {p}{f' (context {context})' if context else ''}"
     cfg = k8s_client.Configuration()
     try:
-        await k8s_config.load_kube_config(config_file=str(p), context=context, client_configuration=cfg,
-                                          persist_config=False)
-    except (ConfigException, KeyError, ValueError, TypeError, OSError) as exc:
-        raise KubeconfigError(f"kubeconfig {p}{f' (context {context})' if context else ''}: {exc}") from exc
+        doc = yaml.safe_load(p.read_text()) or {}
+        user = _active_user(doc, context)
+        plugin = user.pop("exec", None) if isinstance(user, dict) else None  # doc is ours: the loader never runs it
+        loader = KubeConfigLoader(config_dict=doc, config_base_path=str(p.parent), active_context=context)
+        await loader.load_and_set(cfg)
+    except (ConfigException, KeyError, ValueError, TypeError, OSError, AttributeError) as exc:
+        raise KubeconfigError(f"{where}: {exc}") from exc
     except Exception as exc:  # yaml errors and the like: still name the file
         raise KubeconfigError(f"kubeconfig {p}: unreadable: {type(exc).__name__}: {exc}") from exc
+    if plugin:
+        try:
+            creds = exec_credentials.ExecCredentials(plugin, base_dir=p.parent, timeout=exec_timeout)
+            await creds.refresh(cfg)
+        except exec_credentials.ExecCredentialError as exc:
+            raise KubeconfigError(f"{where}: {exc}") from exc
+        cfg.refresh_api_key_hook = creds
     token_file = token_file_of(p, context)
     if token_file is not None:
         cfg.refresh_api_key_hook = TokenFileRefresher(token_file)
     return cfg
 
 
+def _active_user(doc: Any, context: str | None) -> Any:
+    """The ``user`` mapping the chosen (or current) context names, or {}."""
+    ctx_name = context or doc.get("current-context")
+    ctx = next((c.get("context") or {} for c in doc.get("contexts") or [] if c.get("name") == ctx_name), {})
+    return next((u.get("user") or {} for u in doc.get("users") or [] if u.get("name") == ctx.get("user")), {})
+
+
 def token_file_of(path: Path, context: str | None) -> Path | None:
     """The ``tokenFile`` of the user the chosen context uses (relative to the kubeconfig's folder)."""
     try:
-        doc = yaml.safe_load(path.read_text()) or {}
-        ctx_name = context or doc.get("current-context")
-        ctx = next((c.get("context") or {} for c in doc.get("contexts") or [] if c.get("name") == ctx_name), {})
-        user = next((u.get("user") or {} for u in doc.get("users") or [] if u.get("name") == ctx.get("user")), {})
+        user = _active_user(yaml.safe_load(path.read_text()) or {}, context)
     except (OSError, yaml.YAMLError, AttributeError):
         return None
     tf = user.get("tokenFile")

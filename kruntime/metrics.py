@@ -18,3 +18,7 @@ QUEUE_RETRIES = Counter("jobmirror_runtime_queue_retries_total", "Keys re-queued
 EVENTS_DROPPED = Counter(
     "jobmirror_runtime_events_dropped_total", "Events dropped because the event queue was full", ["cluster"],
 )
+CREDENTIAL_RENEWALS = Counter(
+    "jobmirror_runtime_credential_renewals_total", "Exec-plugin tokens renewed after the API server refused one (401)",
+    ["cluster", "result"],
+)
