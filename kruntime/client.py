@@ -107,6 +107,7 @@ class ClusterClient:
         self.write_gate: Callable[[], bool] | None = None
         #: what this client's pool serves (``reconcile`` unless made by :meth:`sibling`)
         self.purpose = "reconcile"
+        self._siblings: list[ClusterClient] = []
         rest = api_client.rest_client
         self._session: aiohttp.ClientSession = rest.pool_manager  # TLS and pool set up from the kubeconfig
         self._transport_kw: dict[str, Any] = {k: v for k, v in (
@@ -158,6 +159,7 @@ class ClusterClient:
                             field_manager=self.field_manager)
         out.purpose = purpose
         out.write_gate = self.write_gate
+        self._siblings.append(out)  # closed with this one
         return out
 
     @property
@@ -165,6 +167,8 @@ class ClusterClient:
         return str(self.api.configuration.host)
 
     async def close(self) -> None:
+        for s in self._siblings:
+            await s.close()
         await self.api.close()
 
     # -- raw HTTP ---------------------------------------------------------------------------

@@ -54,6 +54,8 @@ class MirrorController:
         self.cfg = cfg
         self.kinds = {kind.name: kind for kind in kinds}
         self.manager: ClusterClient | None = None
+        #: the manager client's sibling that serves the manager watches
+        self.watches: ClusterClient | None = None
         self.workers: dict[str, WorkerCluster] = {}
         #: the manager-side cache of each kind
         self.informers: dict[str, Informer | NamespacedInformers] = {}
@@ -86,6 +88,11 @@ class MirrorController:
                                                         timeout=cfg.request_timeout, field_manager=FIELD_MANAGER)
         # Retried (bounded, logged) and fatal when it fails: copies carry it, the default
         # origin derives from it, and manager-as-worker detection compares it.
+        # Watches hold a connection each for as long as they run: their own pool, sized for one per
+        # namespace of the allow-list and kind, so 200 namespaces never take the connections status
+        # writes need (issue 19 item 4).
+        self.watches = self.manager.sibling("watch", pool_size=len(self.kinds) * max(1, len(cfg.namespaces)) + 4,
+                                            qps=50, burst=100)
         manager_id = self.manager_cluster = await read_identity(self.manager)
         origin = self.origin = cfg.origin_for(manager_id)
         log.info("manager cluster %s; origin %s", manager_id, origin)
@@ -109,7 +116,9 @@ class MirrorController:
                                                     probe_interval=cfg.health_probe_interval,
                                                     max_in_flight=max(2, cfg.workers_concurrency * 3 // 4),
                                                     config_error=broken, slow_after=cfg.slow_call_seconds,
-                                                    slow_slots=slow_slots)
+                                                    slow_slots=slow_slots,
+                                                    watch_client=client.sibling("watch", pool_size=len(self.kinds) + 3,
+                                                                                qps=50, burst=100))
         read = {w.name: None if w.config_error else await _worker_identity(w.client) for w in self.workers.values()}
         identities = {name: ident if isinstance(ident, str) else None for name, ident in read.items()}
         problems = cluster_conflicts(manager_id, identities, origin=cfg.origin)
@@ -156,10 +165,10 @@ class MirrorController:
         def keep(obj: Obj) -> bool:
             return kind.claims(obj, cfg) or FINALIZER in (obj["metadata"].get("finalizers") or [])
 
-        assert self.manager is not None
+        assert self.watches is not None
         if cfg.namespaces:
-            return NamespacedInformers(self.manager, kind.resource, cfg.namespaces, keep=keep)
-        return Informer(self.manager, kind.resource, keep=keep)
+            return NamespacedInformers(self.watches, kind.resource, cfg.namespaces, keep=keep)
+        return Informer(self.watches, kind.resource, keep=keep)
 
     async def _release_outside(self, kind: MirroredKind) -> None:
         """Release our finalizer from objects in namespaces no longer listed (``namespaces`` narrowed).
@@ -379,8 +388,10 @@ class MirrorController:
         le = self.cfg.leader_election
         self._identity = f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
         # Its own client: Lease calls never queue behind the controller's rate limiter.
-        lease_client = ClusterClient(f"{self.manager.name}-lease", self.manager.api, qps=10, burst=20,
-                                     timeout=min(self.cfg.request_timeout, le.renew_deadline / 2))
+        # Its own client and connections: Lease calls never queue behind the controller's rate
+        # limiter nor wait for a connection the reconcilers or watches hold.
+        lease_client = self.manager.sibling("lease", pool_size=2, qps=10, burst=20,
+                                            timeout=min(self.cfg.request_timeout, le.renew_deadline / 2))
         elector = self._elector = LeaderElector(
             lease_client, le.namespace, le.lease_name, self._identity,
             Timing(le.lease_duration, le.renew_deadline, le.retry_period, lease_client.timeout))

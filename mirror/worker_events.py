@@ -145,7 +145,7 @@ class WorkerEvents:
         self.unschedulable_timeout = unschedulable_timeout
         self.clock = clock
         self.copies = worker.kinds[kind.name].informer
-        self.informer = Informer(worker.client, EVENTS, field_selector=f"type={WARNING}", keep=self._keep)
+        self.informer = Informer(worker.watch_client, EVENTS, field_selector=f"type={WARNING}", keep=self._keep)
         self.informer.add_handler(self._on_event)
         #: pod uid -> the uid of the copy owning it ("" = not one of ours)
         self._pod_owner: LruDict[str, str] = LruDict(MAX_TRACKED_PODS)

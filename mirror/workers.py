@@ -102,6 +102,7 @@ class WorkerCluster:
         slow_after: float = 3.0,
         slow_hold: float = 60.0,
         slow_slots: asyncio.Semaphore | None = None,
+        watch_client: ClusterClient | None = None,
     ) -> None:
         self.cfg = cfg
         self.name = cfg.name
@@ -116,7 +117,9 @@ class WorkerCluster:
         #: why it is not admitted yet (identity unread: it could be another entry's cluster, whose
         #: copies it would judge stray); unhealthy and never written to until cleared
         self.held: str | None = None
-        self.kinds = {kind.name: KindCopies(kind, client, origin) for kind in kinds}
+        #: serves the watches (their own connections: a watch holds one as long as it runs)
+        self.watch_client = watch_client or client
+        self.kinds = {kind.name: KindCopies(kind, self.watch_client, origin) for kind in kinds}
         self.probe_ok = False
         #: why this worker's kubeconfig could not be loaded: unhealthy until a restart with a fixed one
         self.config_error = config_error
