@@ -11,9 +11,11 @@ from typing import Any
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
 from kruntime.identity import IdentityUnavailable, read_identity
 from kruntime.lifecycle import add_logging_args, cancel_and_wait, run_until_signalled, setup_logging_from
+from kruntime.resources import JOBS
 from mirror import plugin
 from mirror.config import Config, ConfigError, cluster_conflicts, load_config
 from mirror.inspect import NotPlaced
+from mirror.naming import LABEL_ORIGIN, LEGACY_DEFAULT_ORIGIN
 
 DEFAULT_CONFIG = Path("/etc/jobmirror/config.yaml")
 
@@ -54,6 +56,8 @@ async def _check(cfg: Config) -> list[str]:
             v = await client.request("GET", "/version")
             print(f"  {name:12s} ok  {v.get('gitVersion')}  {client.host}")
             ident = await read_identity(client, attempts=1)
+            if cfg.origin is None:
+                await _warn_legacy_copies(client, name)
         except ApiError as exc:
             problems.append(f"{name}: kubeconfig {path} loads but the cluster does not answer: {exc}")
             continue
@@ -69,6 +73,23 @@ async def _check(cfg: Config) -> list[str]:
     if manager:
         problems += cluster_conflicts(manager, identities, origin=cfg.origin)
     return problems
+
+
+async def _warn_legacy_copies(client: ClusterClient, name: str) -> None:
+    """Copies made under the old default origin, which an unset ``origin`` no longer claims: the
+    controller would report their Jobs as NameCollision. Said before it happens."""
+    try:
+        found = await client.list(JOBS, None, label_selector=f"{LABEL_ORIGIN}={LEGACY_DEFAULT_ORIGIN}", limit=1)
+    except ApiError as exc:
+        print(f"warning: {name}: could not look for copies with the old default origin: {exc}", file=sys.stderr)
+        return
+    items = found.get("items") or []
+    if items:
+        md = items[0]["metadata"]
+        print(f"warning: {name} holds copies with {LABEL_ORIGIN}={LEGACY_DEFAULT_ORIGIN} (e.g. {md['namespace']}/"
+              f"{md['name']}), the default origin before jobmirror-<manager cluster>; this config leaves origin "
+              f"unset, so the controller would not recognise them and report their Jobs as NameCollision: set "
+              f"`origin: {LEGACY_DEFAULT_ORIGIN}` to keep managing them", file=sys.stderr)
 
 
 def _plugin_parser(sub: Any) -> None:

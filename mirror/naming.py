@@ -56,6 +56,11 @@ FIELD_MANAGER = "jobmirror"
 __all__ = ["BUILTIN_CONTROLLER_NAME", "CONTROLLER_UID_LABELS", "DEFAULT_CONTROLLER_NAME"]
 
 
+#: the default origin before it became per manager cluster: copies of installs upgraded without
+#: setting ``origin`` still carry it (``check-config`` warns)
+LEGACY_DEFAULT_ORIGIN = "jobmirror"
+
+
 def default_origin(manager_cluster: str) -> str:
     """The origin used when none is configured: unique per manager cluster, so two
     installations on different manager clusters never share one by accident."""

@@ -140,6 +140,15 @@ def _same_cluster_twice(kc: dict[str, Path], tmp: Path) -> Path:
     return write(tmp / "same-cluster.yaml", cfg)
 
 
+def _origin_unset(kc: dict[str, Path], tmp: Path) -> Path:
+    cfg = config(kc)
+    del cfg["origin"]
+    return write(tmp / "origin-unset.yaml", cfg)
+
+
+LEGACY_COPY = "legacy-copy"
+
+
 CHECK_CASES: dict[str, tuple[Callable[[dict[str, Path], Path], Path], int, list[str], list[str]]] = {
     "good": (_good, 0, [f"manager .*ok .*{VERSION}", f"worker-1 .*ok .*{VERSION}", f"worker-2 .*ok .*{VERSION}",
                         r"configuration valid \(2 workers\)"], []),
@@ -158,6 +167,10 @@ CHECK_CASES: dict[str, tuple[Callable[[dict[str, Path], Path], Path], int, list[
     "missing-config-file": (_missing_file, 2, [], [r"does-not-exist\.yaml: cannot read"]),
     "same-cluster-twice": (_same_cluster_twice, 1, [f"worker-1-again .*ok .*{VERSION}"],
                            [r"entries 'worker-1' and 'worker-1-again' are the same cluster"]),
+    # An install upgraded across the default-origin change: warned, before its Jobs collide.
+    "origin-unset-with-legacy-copies": (_origin_unset, 0, [f"worker-2 .*ok .*{VERSION}"], [
+        rf"warning: worker-2 holds copies with jobmirror.dev/origin=jobmirror \(e.g. default/{LEGACY_COPY}\)",
+        r"set `origin: jobmirror` to keep managing them"]),
 }
 
 
@@ -165,7 +178,17 @@ CHECK_CASES: dict[str, tuple[Callable[[dict[str, Path], Path], Path], int, list[
 async def check_runs(kubeconfigs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
     """Every case's ``check-config`` run, as concurrent subprocesses (each is a cold Python start)."""
     paths = {case: make(kubeconfigs, tmp_path_factory.mktemp(case)) for case, (make, *_) in CHECK_CASES.items()}
-    runs = await asyncio.gather(*(jobmirror("check-config", str(p)) for p in paths.values()))
+    worker = await ClusterClient.from_kubeconfig("worker-2", kubeconfigs["worker-2"])
+    legacy = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "name": LEGACY_COPY, "labels": {"jobmirror.dev/origin": "jobmirror"}}, "spec": {
+        "suspend": True, "template": {"spec": {"restartPolicy": "Never",
+                                                "containers": [{"name": "c", "image": "busybox"}]}}}}
+    await worker.create(JOBS, "default", legacy)
+    try:
+        runs = await asyncio.gather(*(jobmirror("check-config", str(p)) for p in paths.values()))
+    finally:
+        await worker.delete(JOBS, "default", LEGACY_COPY)
+        await worker.close()
     return dict(zip(paths, runs, strict=True))
 
 
