@@ -176,7 +176,8 @@ async def test_kind_logs_of_a_copy_through_the_inspect_api(controller: E2EEnv, t
         await env.manager.create(SERVICEACCOUNTS, ns, {"metadata": {"name": sa}})
     await env.manager.create(ROLES, ns, {"metadata": {"name": "job-reader"}, "rules": [
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list"]},
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]})
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}]})  # what `kubectl logs job/talk` needs
     await env.manager.create(ROLEBINDINGS, ns, {
         "metadata": {"name": "job-reader"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "job-reader"},
