@@ -36,11 +36,6 @@ ClientFor = Callable[[ClusterSpec], Awaitable[ClusterClient]]
 ClusterFn = Callable[[ClusterSpec], LocalCluster]
 REPO = Path(__file__).resolve().parents[2]
 QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
-SERVICES = Resource("", "v1", "services", "Service")
-ENDPOINTS = Resource("", "v1", "endpoints", "Endpoints")
-SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
-ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
-ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 
 
 async def manager_event(env: MirrorEnv, name: str, reason: str, *, contains: str = "", timeout: float = 60) -> Obj:

@@ -6,7 +6,9 @@ never stands in for a Job of another namespace, for the reconciler nor for GC.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 
 import pytest
 
@@ -56,17 +58,35 @@ async def victim_untouched(env: MirrorEnv, ns: str, victim: Obj, victim_copy: Ob
     assert not (now.get("spec") or {}).get("suspend"), "the victim's copy was suspended"
 
 
+PIN = {ANNOTATION_PIN: "worker-1"}
+
+
+@contextlib.asynccontextmanager
+async def beside_a_victim(client_for: ClientFor, cluster: ClusterFn, ns: str) -> AsyncIterator[Victim]:
+    """The controller running, and another namespace's Job running on worker-1 (the victim)."""
+    victims = f"{ns}-victim"
+    await ensure_namespace(await client_for(MANAGER), victims)
+    async with mirror_env(client_for, cluster, ns, namespaces=[ns, victims]) as env:
+        await env.start()
+        job = await env.manager.create(JOBS, victims, make_job("secret", outcome="hang", annotations=PIN))
+        yield Victim(env, victims, job, await copy_in(env, "worker-1", victims, "secret"))
+
+
+@dataclass
+class Victim:
+    env: MirrorEnv
+    ns: str
+    job: Obj
+    copy: Obj
+
+
 async def test_our_keys_on_a_manager_job_never_reach_its_copy(client_for: ClientFor, cluster: ClusterFn,
                                                               ns: str) -> None:
     """labels and annotations under jobmirror.dev/ naming another namespace's Job, set at creation and
     added after dispatch: the copy carries only what we stamp, and the other Job runs on untouched"""
-    victims = f"{ns}-victim"
-    await ensure_namespace(await client_for(MANAGER), victims)
-    pin = {ANNOTATION_PIN: "worker-1"}
-    async with mirror_env(client_for, cluster, ns, namespaces=[ns, victims]) as env:
-        await env.start()
-        victim = await env.manager.create(JOBS, victims, make_job("secret", outcome="hang", annotations=pin))
-        victim_copy = await copy_in(env, "worker-1", victims, "secret")
+    pin = PIN
+    async with beside_a_victim(client_for, cluster, ns) as v:
+        env, victims, victim, victim_copy = v.env, v.ns, v.job, v.copy
         labels, ann = forged(victim)
         job = make_job("mine", outcome="hang", annotations={**pin, **ann})
         job["metadata"]["labels"] = labels
@@ -102,13 +122,9 @@ async def test_a_copy_edited_on_a_worker_cannot_stand_in_for_another_namespaces_
         client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
     """a user who may edit Jobs in one worker namespace relabels their copy as another namespace's Job's
     and lets it finish: that Job neither takes its status nor loses its copy, and GC deletes nothing"""
-    victims = f"{ns}-victim"
-    await ensure_namespace(await client_for(MANAGER), victims)
-    pin = {ANNOTATION_PIN: "worker-1"}
-    async with mirror_env(client_for, cluster, ns, namespaces=[ns, victims]) as env:
-        await env.start()
-        victim = await env.manager.create(JOBS, victims, make_job("secret", outcome="hang", annotations=pin))
-        victim_copy = await copy_in(env, "worker-1", victims, "secret")
+    pin = PIN
+    async with beside_a_victim(client_for, cluster, ns) as v:
+        env, victims, victim, victim_copy = v.env, v.ns, v.job, v.copy
         await env.create(make_job("mine", duration_ms=8000, annotations=pin))
         await copy_in(env, "worker-1", ns, "mine")
         labels, ann = forged(victim)
