@@ -49,7 +49,8 @@ TIMINGS = {"resyncPeriod": 2.0, "gcInterval": 2.0, "workerLostTimeout": 6.0, "he
            "requestTimeout": 3.0}
 WAVES, WAVE_GAP = 5, 2.5  # Jobs are created over the first ~10 s
 #: short enough for quick takeovers, long enough that a 2-core machine at load 20 still renews
-LEADER_ELECTION = {"leaseDuration": 8, "renewDeadline": 6, "retryPeriod": 2}
+#: (leaseDuration - renewDeadline >= requestTimeout: a write sent before a lost renewal lands first)
+LEADER_ELECTION = {"leaseDuration": 9, "renewDeadline": 6, "retryPeriod": 2}
 
 
 @dataclass

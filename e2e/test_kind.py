@@ -250,8 +250,8 @@ async def test_kind_controller_serviceaccount_cannot_read_secrets_or_write_forei
                  ("create", "serviceaccounts/token", "-n", SYSTEM_NS)):
         proc = await asyncio.to_thread(env.kubectl, "auth", "can-i", *args, *as_sa, check=False)
         assert proc.stdout.strip() == "no" and proc.returncode == 1, (args, proc.stdout, proc.stderr)
-    proc = await asyncio.to_thread(env.kubectl, "auth", "can-i", "update", "jobs/status", "-n", "default", *as_sa,
-                                   check=False)
+    proc = await asyncio.to_thread(env.kubectl, "auth", "can-i", "update", "jobs", "--subresource=status",
+                                   "-n", "default", *as_sa, check=False)
     assert proc.stdout.strip() == "yes", "the controller must be able to write (its own) Job status"
 
     ns = await namespace(env, "rbac")

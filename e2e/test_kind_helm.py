@@ -42,7 +42,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 CHART = Path(__file__).resolve().parent.parent / "deploy" / "helm" / "jobmirror"
 #: What the kustomize deployment is made of on the manager (deploy/manager[-as-worker]); its
 #: Namespace stays: the chart installs into it.
-KUSTOMIZE_NAMESPACED = "deployment,service,poddisruptionbudget,configmap,secret,serviceaccount,role,rolebinding"
+KUSTOMIZE_NAMESPACED = ("deployment,service,poddisruptionbudget,configmap,secret,serviceaccount,role,rolebinding,"
+                        "networkpolicy")
 KUSTOMIZE_CLUSTER = "clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding"
 PART_OF = "app.kubernetes.io/part-of=jobmirror"
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")

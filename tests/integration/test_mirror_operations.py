@@ -63,9 +63,11 @@ async def test_health_readiness_and_metrics(client_for: ClientFor, cluster: Clus
 
 
 async def test_two_replicas_one_leader_and_failover(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
-    le = LeaderElection(enabled=True, namespace=ns, lease_name="jobmirror", lease_duration=4,
+    # leaseDuration - renewDeadline >= requestTimeout, as the config requires (a write sent before a
+    # lost renewal lands before a standby leads).
+    le = LeaderElection(enabled=True, namespace=ns, lease_name="jobmirror", lease_duration=6,
                         renew_deadline=3, retry_period=1)
-    async with mirror_env(client_for, cluster, ns, leader_election=le) as env:
+    async with mirror_env(client_for, cluster, ns, leader_election=le, request_timeout=3.0) as env:
         a = await env.start()
         b = await env.start()
 
@@ -90,8 +92,8 @@ async def test_two_replicas_one_leader_and_failover(client_for: ClientFor, clust
 
 async def test_graceful_stop_hands_the_lease_to_the_standby(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
     """A leader that stops gracefully releases the Lease: the standby leads within a few retry
-    periods, far below leaseDuration (15 s here), and the Lease names the new holder."""
-    le = LeaderElection(enabled=True, namespace=ns, lease_name="jobmirror", lease_duration=15,
+    periods, far below leaseDuration (20 s here), and the Lease names the new holder."""
+    le = LeaderElection(enabled=True, namespace=ns, lease_name="jobmirror", lease_duration=20,
                         renew_deadline=10, retry_period=1)
     async with mirror_env(client_for, cluster, ns, leader_election=le) as env:
         a = await env.start()
@@ -104,7 +106,7 @@ async def test_graceful_stop_hands_the_lease_to_the_standby(client_for: ClientFo
         await env.stop(a)
         await wait_for(lambda: asyncio.sleep(0, b.leading), timeout=30, interval=0.1, what="the standby takes over")
         took = asyncio.get_running_loop().time() - t0
-        assert took < 6, f"takeover after a graceful stop took {took:.1f}s (leaseDuration 15 s: not released?)"
+        assert took < 6, f"takeover after a graceful stop took {took:.1f}s (leaseDuration 20 s: not released?)"
         spec = (await env.manager.get(LEASES, ns, "jobmirror"))["spec"]
         assert spec["holderIdentity"] not in ("", None, old), spec
         await env.create(make_job("after-handover"))
@@ -118,7 +120,9 @@ async def test_frozen_leader_stops_before_the_standby_leads(client_for: ClientFo
     The frozen leader stops leading at its renew deadline, before the standby can take the
     Lease, and its last reconcile ends before the standby's first one starts (issue 11 item 5).
     """
-    le = LeaderElection(enabled=True, namespace=ns, lease_name="jobmirror", lease_duration=4,
+    # Requests time out at 10 s, so the hang is ended by the lost Lease, not by a timeout; the
+    # Lease outlasts such a request (13 - 3 >= 10), as the config requires.
+    le = LeaderElection(enabled=True, namespace=ns, lease_name="jobmirror", lease_duration=13,
                         renew_deadline=3, retry_period=1)
     async with mirror_env(client_for, cluster, ns, leader_election=le, request_timeout=10.0) as env:
         kubeconfig = env.clusters["manager"].kubeconfig

@@ -113,22 +113,25 @@ async def test_a_refused_template_rewrite_recreates_the_copy_only_after_its_pods
     ns: str,
 ) -> None:
     """an old worker keeps startTime on a suspended copy and refuses the re-admitted template: the
-    copy is re-created from the manager, but not while a pod of it is still terminating (it would
-    run beside the new copy's pod)"""
+    copy is re-created from the manager, but not while a pod of it has not ended (it could run beside
+    the new copy's pod)"""
     from kruntime.resources import JOBS, PODS, Obj
     from tests.conftest import wait_for
 
     async with mirror_env(client_for, cluster, ns, workers=(OLD_WORKER,), resync_period=1.0) as env:
         old = env.workers["worker-old"]
         await env.start()
-        await env.create(make_job("readmit", duration_ms=120_000))
+        # No node matches: the pod stays Pending and no (fake) kubelet ends it on its own.
+        job = make_job("readmit", duration_ms=120_000)
+        job["spec"]["template"]["spec"]["nodeSelector"] = {"example.com/pool": "none"}
+        await env.create(job)
 
         async def pods() -> list[Obj]:
             items, _ = await old.list_all(PODS, ns, label_selector="batch.kubernetes.io/job-name=readmit")
             return items
 
         first = (await wait_for(pods, timeout=30, what="the copy's first pod"))[0]
-        hold = "example.com/hold"  # keeps the pod terminating, as a long grace period would
+        hold = "example.com/hold"  # keeps the pod from going away, as a long grace period would
         await old.patch(PODS, ns, first["metadata"]["name"], {"metadata": {"finalizers": [hold]}})
         copy_uid = (await env.get("readmit", old) or {})["metadata"]["uid"]
         await env.manager.patch(JOBS, ns, "readmit", {"spec": {"suspend": True}})
@@ -137,16 +140,12 @@ async def test_a_refused_template_rewrite_recreates_the_copy_only_after_its_pods
             return any(p["metadata"].get("deletionTimestamp") for p in await pods())
 
         await wait_for(terminating, timeout=30, what="the copy's pod terminating")
-        # Its container still runs out its grace period, as a kubelet reports it (kwok ends it at once).
-        pod = await old.get(PODS, ns, first["metadata"]["name"])
-        pod["status"]["phase"] = "Running"
-        await old.replace(PODS, ns, first["metadata"]["name"], pod, subresource="status")
         await env.manager.patch(JOBS, ns, "readmit", {
             "spec": {"template": {"spec": {"nodeSelector": {"example.com/pool": "b"}}}}})
         await env.manager.patch(JOBS, ns, "readmit", {"spec": {"suspend": False}})
         await asyncio.sleep(6)  # several passes at resyncPeriod 1 s: each must wait for the pod
         copy = await env.get("readmit", old)
-        assert copy is not None and copy["metadata"]["uid"] == copy_uid, "re-created while a pod still ran"
+        assert copy is not None and copy["metadata"]["uid"] == copy_uid, "re-created while a pod had not ended"
         assert "CopyRecreated" not in [e["reason"] for e in await env.events("readmit")]
 
         await old.patch(PODS, ns, first["metadata"]["name"], {"metadata": {"finalizers": None}})
