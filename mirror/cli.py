@@ -14,6 +14,7 @@ from kruntime.lifecycle import add_logging_args, cancel_and_wait, run_until_sign
 from kruntime.resources import JOBS
 from mirror import plugin
 from mirror.config import Config, ConfigError, cluster_conflicts, load_config
+from mirror.identity import selector
 from mirror.inspect import NotPlaced
 from mirror.naming import LABEL_ORIGIN, LEGACY_DEFAULT_ORIGIN
 
@@ -79,7 +80,7 @@ async def _warn_legacy_copies(client: ClusterClient, name: str) -> None:
     """Copies made under the old default origin, which an unset ``origin`` no longer claims: the
     controller would report their Jobs as NameCollision. Said before it happens."""
     try:
-        found = await client.list(JOBS, None, label_selector=f"{LABEL_ORIGIN}={LEGACY_DEFAULT_ORIGIN}", limit=1)
+        found = await client.list(JOBS, None, label_selector=selector(LEGACY_DEFAULT_ORIGIN), limit=1)
     except ApiError as exc:
         print(f"warning: {name}: could not look for copies with the old default origin: {exc}", file=sys.stderr)
         return

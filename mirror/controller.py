@@ -13,7 +13,6 @@ from typing import Any
 
 from kubernetes_asyncio.client import Configuration
 
-from jobapi.objects import labels_of
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
 from kruntime.events import EventRecorder, ObjectEvents, SpamFilter
 from kruntime.httpserver import HealthServer
@@ -24,10 +23,11 @@ from kruntime.resources import Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc, inspect_tls, metrics
 from mirror.config import Config, ConfigError, cluster_conflicts
+from mirror.identity import labels_of_copy, manager_key_of
 from mirror.inspect_api import InspectApi
 from mirror.job_kind import JOB_KIND
-from mirror.kinds import MirroredKind, QueueKey, manager_key_of
-from mirror.naming import FIELD_MANAGER, FINALIZER, LABEL_ORIGIN_UID
+from mirror.kinds import MirroredKind, QueueKey
+from mirror.naming import FIELD_MANAGER, FINALIZER
 from mirror.placement import policy_for
 from mirror.propagation import newly_decided, status_changed
 from mirror.reconciler import Reconciler
@@ -222,9 +222,9 @@ class MirrorController:
 
     def _copy_handler(self, kind: MirroredKind, worker: str) -> Callable[[str, Obj | None, Obj], None]:
         def on_copy(etype: str, old: Obj | None, new: Obj) -> None:
-            key = manager_key_of(kind, new)
+            key = manager_key_of(kind.name, new)
             if key:
-                uid = labels_of(new).get(LABEL_ORIGIN_UID)
+                uid = labels_of_copy(new).manager_uid
                 changed = etype != "DELETED" and status_changed(old, new)
                 if uid and changed:
                     self.reconcilers[kind.name].status_lag.changed(uid, worker)

@@ -14,7 +14,8 @@ from enum import StrEnum
 
 from jobapi.objects import annotations_of
 from kruntime.resources import Obj
-from mirror.kinds import MirroredKind, is_copy_of
+from mirror.identity import is_copy_of
+from mirror.kinds import MirroredKind
 from mirror.naming import (
     ANNOTATION_CLAIMED_BY,
     ANNOTATION_CLUSTER,
@@ -93,7 +94,7 @@ class CopyPlan:
 
 
 def plan_copy(kind: MirroredKind, manager: Obj, remote: Obj, *, origin: str) -> CopyPlan:
-    if not is_copy_of(kind, remote, manager, origin=origin):
+    if not is_copy_of(kind.name, remote, manager, origin=origin):
         return CopyPlan(collision=True)
     return CopyPlan(spec_patch=kind.spec_patch(manager, remote))
 

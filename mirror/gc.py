@@ -27,13 +27,14 @@ import logging
 from collections.abc import Collection, Mapping, Sequence
 from enum import StrEnum
 
-from jobapi.objects import annotations_of, labels_of
+from jobapi.objects import annotations_of
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import ObjectCache
 from kruntime.resources import Obj, split_key
 from mirror import metrics
-from mirror.kinds import MirroredKind, manager_key_of
-from mirror.naming import ANNOTATION_CLUSTER, LABEL_ORIGIN, LABEL_ORIGIN_CLUSTER, LABEL_ORIGIN_UID
+from mirror.identity import labels_of_copy, manager_key_of
+from mirror.kinds import MirroredKind
+from mirror.naming import ANNOTATION_CLUSTER, LABEL_ORIGIN_CLUSTER
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
@@ -55,15 +56,15 @@ def judge(remote: Obj, manager: Obj | None, *, origin: str, manager_cluster: str
     whose Job is placed on a worker name not in ``configured`` (renamed or removed) is kept:
     the reconciler adopts it where it runs, so it is never stale.
     """
-    labels = labels_of(remote)
-    if labels.get(LABEL_ORIGIN) != origin:
+    said = labels_of_copy(remote)
+    if said.origin != origin:
         return Verdict.KEEP  # never ours to judge
-    origin_uid = labels.get(LABEL_ORIGIN_UID)
+    origin_uid = said.manager_uid
     if manager is not None and origin_uid and manager["metadata"].get("uid") == origin_uid:
         placed = annotations_of(manager).get(ANNOTATION_CLUSTER)
         stale = placed is not None and placed != worker and placed in configured
         return Verdict.STALE if stale else Verdict.KEEP
-    if not manager_cluster or labels.get(LABEL_ORIGIN_CLUSTER) != manager_cluster:
+    if not manager_cluster or said.manager_cluster != manager_cluster:
         return Verdict.UNPROVEN
     return Verdict.ORPHAN
 
@@ -93,7 +94,7 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
         if not w.healthy:
             continue  # retried next round; an unreachable worker never blocks the others
         for remote in w.copies(kind):
-            key = manager_key_of(kind, remote)
+            key = manager_key_of(kind.name, remote)
             if key is None:
                 unproven += 1
                 continue

@@ -16,11 +16,12 @@ from typing import Any
 import aiohttp
 
 from jobapi import conditions as jc
-from jobapi.objects import annotations_of, labels_of
+from jobapi.objects import annotations_of
 from jobapi.times import parse_time
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import EVENTS, JOBS, PODS, Obj
-from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME, LABEL_ORIGIN_UID
+from mirror.identity import labels_of_copy
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME
 
 POD_JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
@@ -114,7 +115,7 @@ async def find_copy(worker: ClusterClient, job: Obj) -> Obj | None:
         if exc.not_found:
             return None
         raise
-    return copy if labels_of(copy).get(LABEL_ORIGIN_UID) == job["metadata"]["uid"] else None
+    return copy if labels_of_copy(copy).manager_uid == job["metadata"]["uid"] else None
 
 
 async def copy_pods(worker: ClusterClient, copy: Obj) -> list[Obj]:

@@ -16,10 +16,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple, Protocol
 
-from jobapi.objects import annotations_of, labels_of
-from kruntime.resources import Obj, Resource, key_of
+from kruntime.resources import Obj, Resource
 from mirror.config import Config
-from mirror.naming import LABEL_ORIGIN, LABEL_ORIGIN_UID, origin_annotation
 
 
 class MirroredKind(Protocol):
@@ -38,8 +36,7 @@ class MirroredKind(Protocol):
         ...
 
     def build_copy(self, manager: Obj, *, origin: str, origin_cluster: str, remote_name: str) -> Obj:
-        """The object to create in a worker, carrying the origin labels (``LABEL_ORIGIN``,
-        ``LABEL_ORIGIN_UID``, ``LABEL_ORIGIN_CLUSTER`` = ``origin_cluster``) and annotation."""
+        """The object to create in a worker, stamped by :func:`mirror.identity.stamp`."""
         ...
 
     def spec_patch(self, manager: Obj, remote: Obj) -> Obj | None:
@@ -92,29 +89,3 @@ class QueueKey(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.key}"
-
-
-def manager_key_of(kind: MirroredKind, remote: Obj) -> str | None:
-    """The ``namespace/name`` of the manager object a copy of ``kind`` came from, if it says so
-    for its own namespace.
-
-    A copy lives in its manager object's namespace. One that names an object elsewhere was
-    edited on the worker (or made by someone else) and claims nothing: whoever may edit
-    objects in one worker namespace never reaches a manager object of another.
-    """
-    key = annotations_of(remote).get(origin_annotation(kind.name))
-    if not isinstance(key, str):
-        return None
-    ns, _, name = key.partition("/")
-    return key if name and ns == (remote.get("metadata") or {}).get("namespace") else None
-
-
-def is_copy_of(kind: MirroredKind, remote: Obj, manager: Obj, *, origin: str) -> bool:
-    """Whether ``remote`` is the copy ``manager`` made: our origin, its uid and its namespace/name.
-
-    All three, because labels on a worker can be edited by whoever may edit Jobs there: the uid
-    alone would let a copy in one namespace stand in for another namespace's object.
-    """
-    labels = labels_of(remote)
-    return (labels.get(LABEL_ORIGIN) == origin and labels.get(LABEL_ORIGIN_UID) == manager["metadata"].get("uid")
-            and manager_key_of(kind, remote) == key_of(manager))

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from jobapi.names import CONTROLLER_UID_LABELS
-from jobapi.objects import annotations_of, labels_of, not_ended
+from jobapi.objects import annotations_of, not_ended
 from kruntime.bounded import LruDict
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import ObjectEvents
@@ -56,7 +56,8 @@ from mirror.decisions import (
     stale_outcome_from,
     status_to_write,
 )
-from mirror.kinds import MirroredKind, is_copy_of
+from mirror.identity import is_copy_of, labels_of_copy
+from mirror.kinds import MirroredKind
 from mirror.naming import (
     ANNOTATION_CLAIMED_BY,
     ANNOTATION_CLUSTER,
@@ -64,8 +65,6 @@ from mirror.naming import (
     ANNOTATION_PLACEMENT_REASON,
     ANNOTATION_REMOTE_NAME,
     FINALIZER,
-    LABEL_ORIGIN,
-    LABEL_ORIGIN_UID,
     derived_remote_name,
 )
 from mirror.placement import NoWorker, PlacementPolicy, WorkerView, explain
@@ -536,7 +535,7 @@ class Reconciler:
                                 f"namespace {ns} is not among the workerNamespaces the controller may use on "
                                 f"workers ({', '.join(self.cfg.worker_namespaces)}): no copy is made")
             return None
-        self._attempted[worker.name].add(body["metadata"]["labels"][LABEL_ORIGIN_UID])
+        self._attempted[worker.name].add(job["metadata"]["uid"])
         try:
             return await self._remote_call(worker, worker.client.create(self.resource, ns, body))
         except ApiError as exc:
@@ -680,10 +679,10 @@ class Reconciler:
         self._pending[worker.name].discard(uid)  # nothing of ours runs there: not load
         metrics.NAME_COLLISIONS.labels(worker.name).inc()
         what = (f"worker {worker.name} already has {self.kind.name} {md.get('namespace')}/{md['name']} that jobmirror "
-                f"did not create for this {self.kind.name} (origin {labels_of(remote).get(LABEL_ORIGIN)!r}); "
+                f"did not create for this {self.kind.name} (origin {labels_of_copy(remote).origin!r}); "
                 "it is left untouched")
         pinned = ANNOTATION_PIN in annotations_of(job)
-        action = collision_action(pinned=pinned, same_workload=labels_of(remote).get(LABEL_ORIGIN_UID) == uid)
+        action = collision_action(pinned=pinned, same_workload=labels_of_copy(remote).manager_uid == uid)
         if action is CollisionAction.REPLACE:
             self._collided.setdefault(uid, set()).add(worker.name)
             try:
@@ -841,7 +840,7 @@ class Reconciler:
                     if not exc.not_found:
                         raise
                 else:
-                    if is_copy_of(self.kind, remote, job, origin=self.origin):
+                    if is_copy_of(self.kind.name, remote, job, origin=self.origin):
                         all_gone &= await self._delete_remote(job, pw, remote, reason, propagation)
         if not all_gone:
             refusals = self._refusal_reports.get(uid, 0)

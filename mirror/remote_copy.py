@@ -12,15 +12,8 @@ import json
 
 from jobapi.names import JOB_NAME_LABELS
 from kruntime.resources import Obj
-from mirror.naming import (
-    ANNOTATION_ORIGIN_JOB,
-    ANNOTATION_TEMPLATE_HASH,
-    CONTROLLER_UID_LABELS,
-    LABEL_ORIGIN,
-    LABEL_ORIGIN_CLUSTER,
-    LABEL_ORIGIN_UID,
-    is_ours,
-)
+from mirror import identity
+from mirror.naming import ANNOTATION_TEMPLATE_HASH, CONTROLLER_UID_LABELS, is_ours
 
 #: metadata the API server owns or that only means something in the manager cluster
 _DROP_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
@@ -57,13 +50,9 @@ def build_remote_copy(manager: Obj, *, origin: str, origin_cluster: str, remote_
     out: Obj = {"apiVersion": "batch/v1", "kind": "Job"}
     meta = {k: copy.deepcopy(v) for k, v in md.items() if k not in _DROP_METADATA}
     meta["name"] = remote_name
-    labels = _theirs(meta.get("labels"), CONTROLLER_UID_LABELS)
-    labels[LABEL_ORIGIN] = origin
-    labels[LABEL_ORIGIN_UID] = md["uid"]
-    labels[LABEL_ORIGIN_CLUSTER] = origin_cluster
-    meta["labels"] = labels
-    ann = _theirs(meta.get("annotations"), _SYSTEM_ANNOTATIONS)
-    ann[ANNOTATION_ORIGIN_JOB] = f"{md['namespace']}/{md['name']}"
+    ours, our_annotations = identity.stamp("Job", manager, origin=origin, origin_cluster=origin_cluster)
+    meta["labels"] = {**_theirs(meta.get("labels"), CONTROLLER_UID_LABELS), **ours}
+    ann = {**_theirs(meta.get("annotations"), _SYSTEM_ANNOTATIONS), **our_annotations}
     ann[ANNOTATION_TEMPLATE_HASH] = template_hash(manager)
     meta["annotations"] = ann
     out["metadata"] = meta

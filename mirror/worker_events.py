@@ -32,7 +32,8 @@ from kruntime.events import ObjectEvents
 from kruntime.informer import Informer, ObjectCache
 from kruntime.resources import EVENTS, PODS, Obj, key_of
 from mirror import metrics
-from mirror.kinds import MirroredKind, is_copy_of, manager_key_of
+from mirror.identity import is_copy_of, manager_key_of
+from mirror.kinds import MirroredKind
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
@@ -201,9 +202,9 @@ class WorkerEvents:
         return next((c for c in candidates if c["metadata"].get("uid") == owner), None) if owner else None
 
     def _manager_of(self, copy: Obj) -> Obj | None:
-        key = manager_key_of(self.kind, copy)
+        key = manager_key_of(self.kind.name, copy)
         job = self.manager.get(key) if key else None
-        if job is None or not is_copy_of(self.kind, copy, job, origin=self.worker.kinds[self.kind.name].origin):
+        if job is None or not is_copy_of(self.kind.name, copy, job, origin=self.worker.kinds[self.kind.name].origin):
             return None
         return job
 

@@ -24,14 +24,12 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from jobapi.objects import labels_of
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import Obj, key_of
-from mirror import metrics
+from mirror import identity, metrics
 from mirror.config import Worker
-from mirror.kinds import MirroredKind, is_copy_of, manager_key_of
-from mirror.naming import LABEL_ORIGIN, LABEL_ORIGIN_UID
+from mirror.kinds import MirroredKind
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +52,7 @@ class KindCopies:
 
     def __init__(self, kind: MirroredKind, client: ClusterClient, origin: str) -> None:
         self.kind = kind
-        self.informer = Informer(client, kind.resource, label_selector=f"{LABEL_ORIGIN}={origin}")
+        self.informer = Informer(client, kind.resource, label_selector=identity.selector(origin))
         self.origin = origin
         self.informer.add_index(BY_ORIGIN_UID, self._origin_uid)
         #: keys of copies not finished yet, kept incrementally: placement asks for the count per Job
@@ -69,14 +67,14 @@ class KindCopies:
             self.unfinished.add(key)
 
     def _origin_uid(self, obj: Obj) -> Iterable[str]:
-        uid = labels_of(obj).get(LABEL_ORIGIN_UID)
-        return (uid,) if uid and manager_key_of(self.kind, obj) else ()
+        uid = identity.labels_of_copy(obj).manager_uid
+        return (uid,) if uid and identity.manager_key_of(self.kind.name, obj) else ()
 
     def copy_of(self, manager: Obj) -> Obj | None:
         """The copy ``manager`` made (the most recently updated, should there be two): same uid,
         namespace and name (:func:`mirror.kinds.is_copy_of`)."""
         found = [c for c in self.informer.by_index(BY_ORIGIN_UID, manager["metadata"]["uid"])
-                 if is_copy_of(self.kind, c, manager, origin=self.origin)]
+                 if identity.is_copy_of(self.kind.name, c, manager, origin=self.origin)]
         return found[-1] if found else None
 
 

@@ -17,9 +17,10 @@ import pytest
 from kruntime.resources import Obj, Resource
 from mirror.config import Config, Worker
 from mirror.decisions import CopyPlan, Placement, Step, decide, placement_of, plan_copy, status_to_write
+from mirror.identity import manager_key_of, stamp
 from mirror.job_kind import JOB_KIND
-from mirror.kinds import MirroredKind, QueueKey, manager_key_of
-from mirror.naming import ANNOTATION_CLUSTER, LABEL_ORIGIN, LABEL_ORIGIN_CLUSTER, LABEL_ORIGIN_UID, origin_annotation
+from mirror.kinds import MirroredKind, QueueKey
+from mirror.naming import ANNOTATION_CLUSTER, origin_annotation
 from mirror.reconciler import Reconciler
 from mirror.workers import WorkerCluster
 
@@ -41,12 +42,10 @@ class WidgetKind:
         return (obj.get("spec") or {}).get("owner") == cfg.controller_name
 
     def build_copy(self, manager: Obj, *, origin: str, origin_cluster: str, remote_name: str) -> Obj:
-        md = manager["metadata"]
+        labels, annotations = stamp(self.name, manager, origin=origin, origin_cluster=origin_cluster)
         return {"apiVersion": "example.dev/v1", "kind": "Widget",
-                "metadata": {"name": remote_name, "namespace": md["namespace"],
-                             "labels": {LABEL_ORIGIN: origin, LABEL_ORIGIN_UID: md["uid"],
-                                        LABEL_ORIGIN_CLUSTER: origin_cluster},
-                             "annotations": {origin_annotation(self.name): f"{md['namespace']}/{md['name']}"}},
+                "metadata": {"name": remote_name, "namespace": manager["metadata"]["namespace"],
+                             "labels": labels, "annotations": annotations},
                 "spec": {"size": manager["spec"].get("size", 1)}}
 
     def spec_patch(self, manager: Obj, remote: Obj) -> Obj | None:
@@ -145,8 +144,8 @@ def test_a_job_and_a_widget_of_the_same_name_never_collide() -> None:
     job = {"metadata": {"name": "train", "namespace": "ns", "uid": "j-uid"}, "spec": {"managedBy": CONTROLLER}}
     job_copy = JOB_KIND.build_copy(job, origin=ORIGIN, origin_cluster="mgr", remote_name="train")
     widget_copy = WIDGET.build_copy(widget(), origin=ORIGIN, origin_cluster="mgr", remote_name="train")
-    assert manager_key_of(JOB_KIND, job_copy) == manager_key_of(WIDGET, widget_copy) == "ns/train"
-    assert manager_key_of(WIDGET, job_copy) is None and manager_key_of(JOB_KIND, widget_copy) is None
+    assert manager_key_of(JOB_KIND.name, job_copy) == manager_key_of(WIDGET.name, widget_copy) == "ns/train"
+    assert manager_key_of(WIDGET.name, job_copy) is None and manager_key_of(JOB_KIND.name, widget_copy) is None
     assert QueueKey(JOB_KIND.name, "ns/train") != QueueKey(WIDGET.name, "ns/train")
     assert str(QueueKey(WIDGET.name, "ns/train")) == "Widget:ns/train"
     assert origin_annotation("Job") == "jobmirror.dev/origin-job"

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from mirror.identity import is_copy_of, manager_key_of
 from mirror.job_kind import JobKind
-from mirror.kinds import is_copy_of, manager_key_of
 from mirror.naming import (
     ANNOTATION_CLUSTER,
     ANNOTATION_ORIGIN_JOB,
@@ -395,7 +395,7 @@ def test_a_copy_is_this_jobs_only_by_origin_uid_and_namespaced_name(
         namespace: str, labels: dict[str, str] | None, origin_job: str | None, expected: bool) -> None:
     ann = {ANNOTATION_ORIGIN_JOB: origin_job} if origin_job is not None else {}
     remote = {"metadata": {"name": "train", "namespace": namespace, "labels": labels, "annotations": ann}}
-    assert is_copy_of(JOB, remote, MANAGER, origin=ORIGIN) is expected
+    assert is_copy_of(JOB.name, remote, MANAGER, origin=ORIGIN) is expected
 
 
 @pytest.mark.parametrize(("namespace", "origin_job", "key"), [
@@ -407,15 +407,15 @@ def test_a_copy_is_this_jobs_only_by_origin_uid_and_namespaced_name(
 def test_a_copy_names_a_manager_object_only_in_its_own_namespace(namespace: str, origin_job: str,
                                                                   key: str | None) -> None:
     remote = {"metadata": {"name": "x", "namespace": namespace, "annotations": {ANNOTATION_ORIGIN_JOB: origin_job}}}
-    assert manager_key_of(JOB, remote) == key
+    assert manager_key_of(JOB.name, remote) == key
 
 
 def test_a_built_copy_is_recognised_as_ours_only_for_its_manager() -> None:
     out = build()
     mgr = manager_job()
-    assert is_copy_of(JOB, out, mgr, origin=ORIGIN)
-    assert not is_copy_of(JOB, out, {"metadata": {**mgr["metadata"], "uid": "x"}}, origin=ORIGIN)
-    assert not is_copy_of(JOB, out, mgr, origin="other")
+    assert is_copy_of(JOB.name, out, mgr, origin=ORIGIN)
+    assert not is_copy_of(JOB.name, out, {"metadata": {**mgr["metadata"], "uid": "x"}}, origin=ORIGIN)
+    assert not is_copy_of(JOB.name, out, mgr, origin="other")
 
 
 FORGED = {LABEL_ORIGIN: "someone-else", LABEL_ORIGIN_UID: "victim-uid", LABEL_ORIGIN_CLUSTER: "victim-cluster",
@@ -434,7 +434,7 @@ def test_no_key_of_ours_travels_from_the_manager_job_to_its_copy() -> None:
         LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: UID, LABEL_ORIGIN_CLUSTER: CLUSTER}
     assert {k for k in ann if k.startswith("jobmirror.dev/")} == {ANNOTATION_ORIGIN_JOB, ANNOTATION_TEMPLATE_HASH}
     assert ann[ANNOTATION_ORIGIN_JOB] == "team-a/train" and ann[ANNOTATION_TEMPLATE_HASH] == template_hash(job)
-    assert is_copy_of(JOB, out, manager_job(), origin=ORIGIN)
+    assert is_copy_of(JOB.name, out, manager_job(), origin=ORIGIN)
 
 
 def test_keys_of_ours_added_later_never_reach_the_copy() -> None:
