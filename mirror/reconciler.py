@@ -16,7 +16,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Collection, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -83,6 +83,26 @@ MAX_TRACKED_JOBS = 50_000
 _PASS_UID: contextvars.ContextVar[str] = contextvars.ContextVar("jobmirror_pass_uid", default="")
 
 
+@dataclass
+class JobMemory:
+    """What passes remember about one manager object (nothing else is kept per object)."""
+
+    #: workers whose same-named object is not our copy: not placed there again
+    collided: set[str] = field(default_factory=set)
+    #: collisions reported so far (their retry backoff)
+    collision_reports: int = 0
+    #: workers that refused its copy, each until a monotonic deadline
+    refused: dict[str, float] = field(default_factory=dict)
+    #: refusals in a row, of a create, a patch or a delete (their retry backoff)
+    refusal_reports: int = 0
+    #: when a refused spec patch may be tried again (monotonic)
+    patch_not_before: float = 0.0
+    #: told once that its worker is not configured (not repeated each pass)
+    unconfigured_noted: bool = False
+    #: the NoWorker message last evented (not repeated every pass while it holds)
+    no_worker_said: str | None = None
+
+
 class CopyVanished(Exception):
     """The decided Job's copy is gone from a healthy worker: finish it, never create it again."""
 
@@ -144,24 +164,11 @@ class Reconciler:
         self._own = OwnWrites()
         #: manager uids whose create we sent to a worker (answered or not)
         self._attempted: dict[str, set[str]] = {name: set() for name in self.workers}
-        # Per-uid records below are dropped when the Job is handled to the end or leaves the
-        # cache (forget); the LRU bound caps what a missed drop can leak.
-        #: per manager uid, the workers whose same-named object is not our copy: not placed there again
-        self._collided: LruDict[str, set[str]] = LruDict(MAX_TRACKED_JOBS)
-        #: per manager uid, how often a collision was reported (the retry backoff)
-        self._collision_reports: LruDict[str, int] = LruDict(MAX_TRACKED_JOBS)
-        #: per manager uid, the workers that refused its copy, each until a monotonic deadline
-        self._refused: LruDict[str, dict[str, float]] = LruDict(MAX_TRACKED_JOBS)
-        #: per manager uid, how many refusals in a row (the retry backoff)
-        self._refusal_reports: LruDict[str, int] = LruDict(MAX_TRACKED_JOBS)
+        #: per manager uid, what passes remember about it: dropped whole when the Job is handled
+        #: to the end or leaves the cache (forget); the LRU bound caps what a missed drop can leak
+        self._memory: LruDict[str, JobMemory] = LruDict(MAX_TRACKED_JOBS)
         #: per manager uid, worker calls still running after its pass stopped waiting (slow worker)
         self._detached: dict[str, set[asyncio.Task[Any]]] = {}
-        #: per manager uid, when a refused spec patch may be tried again (monotonic)
-        self._patch_not_before: LruDict[str, float] = LruDict(MAX_TRACKED_JOBS)
-        #: manager uids told once that their worker is not configured (the event is not repeated each pass)
-        self._unconfigured_noted: LruDict[str, None] = LruDict(MAX_TRACKED_JOBS)
-        #: per manager uid, the NoWorker message last evented (not repeated every pass while it holds)
-        self._no_worker_said: LruDict[str, str] = LruDict(MAX_TRACKED_JOBS)
         #: per manager uid, the copy status change waiting to be mirrored (jobmirror_status_propagation_seconds)
         self.status_lag = StatusLag(MAX_TRACKED_JOBS)
         #: when this process loaded the worker list: a worker missing from it counts as lost from here
@@ -339,9 +346,9 @@ class Reconciler:
         """
         uid = job["metadata"]["uid"]
         pin = annotations_of(job).get(ANNOTATION_PIN)
-        excluded = {*exclude, *self._collided.get(uid, ())}
+        excluded = {*exclude, *self._recalled(uid).collided}
         if not pin:
-            excluded |= refusal_exclusions(self._refused.get(uid, {}), time.monotonic())
+            excluded |= refusal_exclusions(self._recalled(uid).refused, time.monotonic())
         views = self.worker_views(excluded)
         chosen = self.policy.choose(views, pin)
         if chosen is None:
@@ -353,14 +360,15 @@ class Reconciler:
             chosen = self._choose(job, exclude)
         except NoWorker as exc:
             uid, message = job["metadata"]["uid"], f"cannot dispatch: {exc}"
-            if says_something_new(self._no_worker_said.get(uid), message):
-                self._no_worker_said[uid] = message
+            memory = self._remember_about(uid)
+            if says_something_new(memory.no_worker_said, message):
+                memory.no_worker_said = message
                 self.recorder.event(job, WARNING, "NoWorker", message)
             else:
                 log.debug("%s/%s still cannot be dispatched: %s", job["metadata"]["namespace"],
                           job["metadata"]["name"], exc)
             return job, Placement(None, job["metadata"]["name"])
-        self._no_worker_said.pop(job["metadata"]["uid"], None)
+        self._recalled(job["metadata"]["uid"]).no_worker_said = None
         return await self._place_on(job, chosen)
 
     async def _place_on(self, job: Obj, choice: Choice) -> tuple[Obj, Placement]:
@@ -418,8 +426,8 @@ class Reconciler:
         down_for = lost_for(worker.unhealthy_for() if worker is not None else None,
                             configured_for=time.monotonic() - self._started)
         if down_for < timeout:
-            if worker is None and job["metadata"]["uid"] not in self._unconfigured_noted:
-                self._unconfigured_noted[job["metadata"]["uid"]] = None
+            if worker is None and not self._recalled(job["metadata"]["uid"]).unconfigured_noted:
+                self._remember_about(job["metadata"]["uid"]).unconfigured_noted = True
                 self.recorder.event(job, WARNING, UNCONFIGURED_WORKER, f"placed on worker {old}, which is not in "
                                     "the configuration (removed, or renamed without its copy being found on a "
                                     f"configured worker): handled as a lost worker, re-dispatched once "
@@ -525,7 +533,7 @@ class Reconciler:
             raise CopyDroppedFields(created, dropped)
         self._pending[worker.name].add(job["metadata"]["uid"])
         metrics.DISPATCHES.labels(worker.name).inc()
-        self._refusal_reports.pop(job["metadata"]["uid"], None)
+        self._recalled(job["metadata"]["uid"]).refusal_reports = 0
         self.recorder.event(job, NORMAL, "Dispatched", f"created {ns}/{placement.remote_name} on worker {worker.name}")
         return created
 
@@ -569,8 +577,9 @@ class Reconciler:
 
     def _refusal_delay(self, uid: str) -> float:
         """Count one more refusal for ``uid``; the seconds until it is tried again (doubling, capped)."""
-        reports = self._refusal_reports[uid] = self._refusal_reports.get(uid, 0) + 1
-        return collision_retry_delay(reports, base=self.cfg.resync_period)
+        memory = self._remember_about(uid)
+        memory.refusal_reports += 1
+        return collision_retry_delay(memory.refusal_reports, base=self.cfg.resync_period)
 
     async def _dropped_fields(self, job: Obj, worker: WorkerCluster, skew: CopyDroppedFields) -> float:
         """The worker would run the copy with other semantics: delete it at once, never let it run.
@@ -600,7 +609,7 @@ class Reconciler:
         if not left_copy:
             self._attempted[worker.name].discard(uid)  # a refused create left nothing behind
         metrics.WORKER_REFUSALS.labels(worker.name, verb).inc()
-        self._refused.setdefault(uid, {})[worker.name] = time.monotonic() + exclusion
+        self._remember_about(uid).refused[worker.name] = time.monotonic() + exclusion
         delay = self._refusal_delay(uid)
         if isinstance(what, ApiError):
             what = f"worker {worker.name} refused to create {md['namespace']}/{md['name']}: {what.message}"
@@ -625,8 +634,9 @@ class Reconciler:
     async def _patch_copy(self, job: Obj, worker: WorkerCluster, remote: Obj, patch: Obj) -> float:
         """Bring the copy's mutable spec in line; a refusal is evented and retried with backoff."""
         uid = job["metadata"]["uid"]
-        if time.monotonic() < self._patch_not_before.get(uid, 0.0):
-            return max(0.5, self._patch_not_before[uid] - time.monotonic())
+        not_before = self._recalled(uid).patch_not_before
+        if time.monotonic() < not_before:
+            return max(0.5, not_before - time.monotonic())
         md = remote["metadata"]
         try:
             await self._remote_call(worker, worker.client.patch(self.resource, md["namespace"], md["name"], patch))
@@ -649,14 +659,14 @@ class Reconciler:
                                     "created again from the manager's template")
                 return 0.0
             delay = self._refusal_delay(uid)
-            self._patch_not_before[uid] = time.monotonic() + delay
+            self._remember_about(uid).patch_not_before = time.monotonic() + delay
             self.recorder.event(job, WARNING, "WorkerRefused", f"worker {worker.name} refused the spec change "
                                 f"{patch} on {md['namespace']}/{md['name']}: {exc.message}; status is still "
                                 "mirrored, the change is retried with backoff (at most every "
                                 f"{collision_retry_delay(99, base=self.cfg.resync_period):.0f}s)")
             return delay
-        self._patch_not_before.pop(uid, None)
-        self._refusal_reports.pop(uid, None)
+        memory = self._recalled(uid)
+        memory.patch_not_before, memory.refusal_reports = 0.0, 0
         return self.cfg.resync_period
 
     async def _pods_left(self, worker: WorkerCluster, remote: Obj) -> list[str]:
@@ -684,7 +694,7 @@ class Reconciler:
         pinned = ANNOTATION_PIN in annotations_of(job)
         action = collision_action(pinned=pinned, same_workload=labels_of_copy(remote).manager_uid == uid)
         if action is CollisionAction.REPLACE:
-            self._collided.setdefault(uid, set()).add(worker.name)
+            self._remember_about(uid).collided.add(worker.name)
             try:
                 chosen = self._choose(job, ())
             except NoWorker as exc:
@@ -697,8 +707,9 @@ class Reconciler:
         else:
             why = (f"the Job is pinned to {worker.name}" if pinned
                    else "it carries this Job's uid under another origin, so running it elsewhere would run it twice")
-        reports = self._collision_reports[uid] = self._collision_reports.get(uid, 0) + 1
-        delay = collision_retry_delay(reports, base=self.cfg.resync_period)
+        memory = self._remember_about(uid)
+        memory.collision_reports += 1
+        delay = collision_retry_delay(memory.collision_reports, base=self.cfg.resync_period)
         self.recorder.event(job, WARNING, "NameCollision", f"{what}; {why}: retried with backoff (at most every "
                             f"{collision_retry_delay(99, base=self.cfg.resync_period):.0f}s)")
         log.warning("%s/%s: name collision on %s (%s); next look in %.0fs", job["metadata"]["namespace"],
@@ -843,7 +854,7 @@ class Reconciler:
                     if is_copy_of(self.kind.name, remote, job, origin=self.origin):
                         all_gone &= await self._delete_remote(job, pw, remote, reason, propagation)
         if not all_gone:
-            refusals = self._refusal_reports.get(uid, 0)
+            refusals = self._recalled(uid).refusal_reports
             return collision_retry_delay(refusals, base=min(self.cfg.resync_period, 5.0))
         self.forget(uid)
         await self._drop_finalizer(job)
@@ -859,13 +870,22 @@ class Reconciler:
                                 "answers again")
         return None
 
+    def _remember_about(self, uid: str) -> JobMemory:
+        """The record kept for ``uid``, made on first use (for writing)."""
+        memory = self._memory.get(uid)
+        if memory is None:
+            memory = self._memory[uid] = JobMemory()
+        return memory
+
+    def _recalled(self, uid: str) -> JobMemory:
+        """The record kept for ``uid``, or a blank one that is not kept (for reading and clearing)."""
+        return self._memory.get(uid) or JobMemory()
+
     def forget(self, uid: str) -> None:
         """Drop every per-Job record (the maps stay bounded by the Jobs we handle)."""
         for tracked in (*self._pending.values(), *self._attempted.values()):
             tracked.discard(uid)
-        for per_uid in (self._collided, self._collision_reports, self._refused, self._refusal_reports,
-                        self._patch_not_before, self._unconfigured_noted, self._no_worker_said):
-            per_uid.pop(uid, None)
+        self._memory.pop(uid, None)
         self.status_lag.forget(uid)
 
     async def _write_status(self, job: Obj, remote: Obj | None) -> Obj:

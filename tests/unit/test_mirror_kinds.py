@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from kruntime.bounded import LruDict
 from kruntime.resources import Obj, Resource
 from mirror.config import Config, Worker
 from mirror.decisions import CopyPlan, Placement, Step, decide, placement_of, plan_copy, status_to_write
@@ -21,7 +22,7 @@ from mirror.identity import manager_key_of, stamp
 from mirror.job_kind import JOB_KIND
 from mirror.kinds import MirroredKind, QueueKey
 from mirror.naming import ANNOTATION_CLUSTER, origin_annotation
-from mirror.reconciler import Reconciler
+from mirror.reconciler import JobMemory, Reconciler
 from mirror.workers import WorkerCluster
 
 NOW = datetime(2026, 11, 23, 10, tzinfo=UTC)
@@ -187,3 +188,16 @@ def test_a_reconciler_serves_the_kind_it_is_given() -> None:
     r = Reconciler(cfg, WIDGET, None, None, {}, None, None)  # type: ignore[arg-type]
     assert r.resource is WIDGET.resource and r.kind is WIDGET
     assert WIDGET.claims(widget(), cfg) and not JOB_KIND.claims(widget(), cfg)
+
+
+def test_what_a_reconciler_remembers_about_a_job_is_one_record_forgotten_whole() -> None:
+    """every per-Job note lives in one JobMemory: reading makes none, forget drops it whole"""
+    r = Reconciler.__new__(Reconciler)  # only its memory is under test
+    r._memory = LruDict(10)
+    memory = r._remember_about("u1")
+    memory.refused["w1"] = 5.0
+    memory.refusal_reports = 3
+    assert r._recalled("u1") is memory and r._recalled("u2") == JobMemory()
+    assert "u2" not in r._memory  # reading never stores
+    r._memory.pop("u1", None)
+    assert r._recalled("u1") == JobMemory()
