@@ -232,7 +232,7 @@ class MirrorController:
                 # dispatch: behind a 1000-Job burst its Complete waited ~15 s at p99. Only that
                 # change: making every counter update urgent cost a third of the dispatch rate
                 # (A/B in the README) because updates no longer folded together in the queue.
-                self.queue.add(QueueKey(kind.name, key), urgent=changed and newly_decided(old, new))
+                self.queue.add(QueueKey(kind.name, key), urgent=changed and newly_decided(kind, old, new))
 
         return on_copy
 

@@ -6,6 +6,7 @@ vocabulary (``jobapi``) to the seam; nothing here talks to a cluster.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from datetime import datetime
 
 from jobapi import conditions as jc
@@ -47,6 +48,10 @@ class JobKind:
 
     def status_differs(self, current: Obj | None, desired: Obj | None) -> bool:
         return status.status_differs(current, desired)
+
+    def outcome(self, copy: Obj) -> Hashable | None:
+        decided = status.worker_outcome(jc.job_conditions(copy))
+        return decided if decided.path is not None else None
 
     def is_finished(self, obj: Obj) -> bool:
         return jc.is_finished(obj)

@@ -13,6 +13,7 @@ Everything a kind contributes is a pure function over raw JSON; the reconciler's
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from datetime import datetime
 from typing import NamedTuple, Protocol
 
@@ -66,6 +67,11 @@ class MirroredKind(Protocol):
 
     def status_differs(self, current: Obj | None, desired: Obj | None) -> bool:
         """Whether writing ``desired`` would change the stored ``current`` status."""
+        ...
+
+    def outcome(self, copy: Obj) -> Hashable | None:
+        """What the worker has decided about ``copy`` (comparable; None while undecided): a copy
+        whose outcome just changed is mirrored ahead of queued dispatches."""
         ...
 
     def is_finished(self, obj: Obj) -> bool:

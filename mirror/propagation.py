@@ -12,10 +12,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from jobapi.conditions import job_conditions
 from kruntime.bounded import LruDict
 from kruntime.resources import Obj
-from mirror.status import worker_outcome
+from mirror.kinds import MirroredKind
 
 
 def status_changed(old: Obj | None, new: Obj) -> bool:
@@ -23,14 +22,14 @@ def status_changed(old: Obj | None, new: Obj) -> bool:
     return old is None or (old.get("status") or {}) != (new.get("status") or {})
 
 
-def newly_decided(old: Obj | None, new: Obj) -> bool:
+def newly_decided(kind: MirroredKind, old: Obj | None, new: Obj) -> bool:
     """Whether this event is the one where the copy's outcome was decided (or it finished).
 
     Such a change goes ahead of queued dispatches; the copy's running counters do not — while
     they wait in the queue, successive ones fold into one manager write.
     """
-    now = worker_outcome(job_conditions(new))
-    return now.path is not None and now != worker_outcome(job_conditions(old or {}))
+    now = kind.outcome(new)
+    return now is not None and now != (kind.outcome(old) if old is not None else None)
 
 
 class StatusLag:

@@ -70,6 +70,9 @@ class WidgetKind:
     def status_differs(self, current: Obj | None, desired: Obj | None) -> bool:
         return (current or {}) != (desired or {})
 
+    def outcome(self, copy: Obj) -> str | None:
+        return "Done" if self.is_finished(copy) else None
+
     def is_finished(self, obj: Obj) -> bool:
         return (obj.get("status") or {}).get("phase") == "Done"
 
@@ -201,3 +204,21 @@ def test_what_a_reconciler_remembers_about_a_job_is_one_record_forgotten_whole()
     assert "u2" not in r._memory  # reading never stores
     r._memory.pop("u1", None)
     assert r._recalled("u1") == JobMemory()
+
+
+GENERIC = ("decisions", "reconciler", "workers", "gc", "placement", "identity", "kinds", "tenancy", "propagation",
+           "naming", "config", "metrics")
+JOB_SPECIFIC = ("mirror.job_kind", "mirror.remote_copy", "mirror.status", "mirror.worker_events", "mirror.inspect")
+
+
+@pytest.mark.parametrize("module", GENERIC)
+def test_the_generic_core_imports_nothing_job_specific(module: str) -> None:
+    """the kind seam is closed: only the wiring (controller, cli) names the Job kind"""
+    import ast
+    from pathlib import Path
+    tree = ast.parse((Path(__file__).resolve().parents[2] / "mirror" / f"{module}.py").read_text())
+    imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {f"mirror.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "mirror"
+                 for a in n.names}
+    leaks = sorted(m for m in imported if m.startswith(JOB_SPECIFIC))
+    assert not leaks, f"mirror/{module}.py imports {leaks}"

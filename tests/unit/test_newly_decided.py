@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mirror.job_kind import JOB_KIND
 from mirror.propagation import newly_decided
 
 
@@ -23,4 +24,4 @@ def job(*conds: tuple[str, str], active: int = 0) -> dict[str, object]:
     (None, job(("Failed", "True")), True),                            # first seen already finished
 ])
 def test_newly_decided(old: dict[str, object] | None, new: dict[str, object], expected: bool) -> None:
-    assert newly_decided(old, new) is expected
+    assert newly_decided(JOB_KIND, old, new) is expected
