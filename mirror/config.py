@@ -29,6 +29,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from mirror.claim import ClaimRule
 from mirror.naming import BUILTIN_CONTROLLER_NAME, DEFAULT_CONTROLLER_NAME, default_origin
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -269,6 +270,10 @@ class Config(BaseSettings):
     def origin_for(self, manager_cluster: str) -> str:
         """The origin label value: the configured one, else derived from the manager's identity."""
         return self.origin or default_origin(manager_cluster)
+
+    @property
+    def claim_rule(self) -> ClaimRule:
+        return ClaimRule(self.controller_name, frozenset(self.namespaces))
 
     def worker(self, name: str) -> Worker | None:
         return next((w for w in self.workers if w.name == name), None)

@@ -142,11 +142,11 @@ class MirrorController:
                 w.kinds[kind.name].informer.add_handler(self._copy_handler(kind, w.name))
             # Through client-go's spam filter, like the builtin controller's events.
             events = self.events[kind.name] = ObjectEvents(self.recorder, kind.resource)
-            if cfg.worker_events and kind is JOB_KIND:  # pods are mapped to copies the Job controller's way
+            if cfg.worker_events and kind.pods is not None:  # the kind says how its copies' pods are named
                 # Their own spam filter: a crash-looping copy must not silence our own warnings.
                 mirrored = ObjectEvents(self.recorder, kind.resource, SpamFilter())
                 for w in self.workers.values():
-                    self.worker_events[w.name] = WorkerEvents(w, kind, informer, mirrored,
+                    self.worker_events[w.name] = WorkerEvents(w, kind, kind.pods, informer, mirrored,
                                                               unschedulable_timeout=cfg.unschedulable_timeout)
             self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
                                                      policy_for(cfg.placement.value), manager_cluster=manager_id)
@@ -163,7 +163,7 @@ class MirrorController:
         cfg = self.cfg
 
         def keep(obj: Obj) -> bool:
-            return kind.claims(obj, cfg) or FINALIZER in (obj["metadata"].get("finalizers") or [])
+            return cfg.claim_rule.claims(kind, obj) or FINALIZER in (obj["metadata"].get("finalizers") or [])
 
         assert self.watches is not None
         if cfg.namespaces:
@@ -209,7 +209,7 @@ class MirrorController:
                 self.events[kind.name].forget(uid)
                 for we in self.worker_events.values():
                     we.forget(uid)
-            if not kind.claims(new, self.cfg):
+            if not self.cfg.claim_rule.claims(kind, new):
                 if FINALIZER in (new["metadata"].get("finalizers") or []):
                     # Maybe claimed before namespaces/controllerName changed: the reconcile decides.
                     self.queue.add(QueueKey(kind.name, key_of(new)))
@@ -287,7 +287,7 @@ class MirrorController:
                 *(i.synced.wait() for w in usable for i in w.informers()),
                 *(w.probed.wait() for w in self.workers.values())), 10)
         for name, informer in self.informers.items():
-            claimed = sum(1 for o in informer.items() if self.kinds[name].claims(o, self.cfg))
+            claimed = sum(1 for o in informer.items() if self.cfg.claim_rule.claims(self.kinds[name], o))
             log.info("caches synced; %d claimed %ss", claimed, name)
             spawn(self._release_outside(self.kinds[name]), f"release-outside-{name}")
         spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.origin, self.cfg.gc_interval,

@@ -12,20 +12,21 @@ from datetime import datetime
 from jobapi import conditions as jc
 from kruntime.resources import JOBS, Obj, Resource
 from mirror import remote_copy, status
-from mirror.config import Config
+from mirror.job_pods import JOB_PODS
+from mirror.kinds import CopyPods
 
 
 class JobKind:
     resource: Resource = JOBS
+    pods: CopyPods | None = JOB_PODS
 
     @property
     def name(self) -> str:
         return self.resource.kind
 
-    def claims(self, obj: Obj, cfg: Config) -> bool:
-        if (obj.get("spec") or {}).get("managedBy") != cfg.controller_name:
-            return False
-        return not cfg.namespaces or obj["metadata"].get("namespace") in cfg.namespaces
+    def managed_by(self, obj: Obj) -> str | None:
+        value = (obj.get("spec") or {}).get("managedBy")
+        return value if isinstance(value, str) else None
 
     def build_copy(self, manager: Obj, *, origin: str, origin_cluster: str, remote_name: str) -> Obj:
         return remote_copy.build_remote_copy(manager, origin=origin, origin_cluster=origin_cluster,

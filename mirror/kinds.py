@@ -13,12 +13,27 @@ Everything a kind contributes is a pure function over raw JSON; the reconciler's
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from datetime import datetime
 from typing import NamedTuple, Protocol
 
 from kruntime.resources import Obj, Resource
-from mirror.config import Config
+
+
+class CopyPods(Protocol):
+    """How a worker's controller of the kind names and labels the pods it runs for a copy."""
+
+    def selector(self, copy: Obj) -> str:
+        """The label selector of ``copy``'s pods."""
+        ...
+
+    def owner_uid(self, pod: Obj) -> str:
+        """The uid of the copy ``pod``'s labels name as its owner ("" when none)."""
+        ...
+
+    def owner_candidates(self, pod_name: str, copy_named: Callable[[str], Obj | None]) -> list[Obj]:
+        """The copies (looked up by name in the pod's namespace) that could own a pod so named."""
+        ...
 
 
 class MirroredKind(Protocol):
@@ -26,14 +41,16 @@ class MirroredKind(Protocol):
 
     #: The API resource, in the manager and in every worker.
     resource: Resource
+    #: Its copies' pods, for worker-side events and waits (None: not followed for this kind).
+    pods: CopyPods | None
 
     @property
     def name(self) -> str:
         """The kind's name (``resource.kind``): part of queue keys and of the origin annotation."""
         ...
 
-    def claims(self, obj: Obj, cfg: Config) -> bool:
-        """Whether this controller manages ``obj`` (``spec.managedBy`` and the namespace allow-list)."""
+    def managed_by(self, obj: Obj) -> str | None:
+        """The controller ``obj`` names as its manager (``spec.managedBy`` for a Job); see ``mirror.claim``."""
         ...
 
     def build_copy(self, manager: Obj, *, origin: str, origin_cluster: str, remote_name: str) -> Obj:

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from jobapi.names import CONTROLLER_UID_LABELS
 from jobapi.objects import annotations_of, not_ended
 from kruntime.bounded import LruDict
 from kruntime.client import ApiError, ClusterClient
@@ -158,6 +157,7 @@ class Reconciler:
     def __post_init__(self) -> None:
         self.resource = self.kind.resource
         self.origin = self.cfg.origin_for(self.manager_cluster)
+        self.claim = self.cfg.claim_rule
         #: dispatches not yet visible in a worker's cache, so placement sees them at once
         self._pending: dict[str, set[str]] = {name: set() for name in self.workers}
         #: manager Jobs as our own last write (or live read) returned them, until the cache catches up
@@ -180,7 +180,7 @@ class Reconciler:
         job = self._fresher(key, self.jobs.get(key))
         if job is None:
             return None
-        if not self.kind.claims(job, self.cfg):
+        if not self.claim.claims(self.kind, job):
             await self.release_if_unclaimed(job)
             return None
         uid = job["metadata"]["uid"]
@@ -672,10 +672,10 @@ class Reconciler:
     async def _pods_left(self, worker: WorkerCluster, remote: Obj) -> list[str]:
         """Pods of the copy that have not ended, terminating ones included (``status.active`` does
         not count those, and ``status.terminating`` is missing on older workers)."""
-        md = remote["metadata"]
-        selector = f"{CONTROLLER_UID_LABELS[-1]}={md['uid']}"
-        pods, _ = await self._remote_call(worker, worker.client.list_all(PODS, md["namespace"],
-                                                                         label_selector=selector))
+        if self.kind.pods is None:
+            return []
+        pods, _ = await self._remote_call(worker, worker.client.list_all(
+            PODS, remote["metadata"]["namespace"], label_selector=self.kind.pods.selector(remote)))
         return not_ended(pods)
 
     async def _collision(self, job: Obj, worker: WorkerCluster, remote: Obj) -> float:
@@ -766,9 +766,8 @@ class Reconciler:
 
     async def release_if_unclaimed(self, job: Obj) -> None:
         """Release our finalizer from ``job`` if we no longer claim it and it is ours to release."""
-        if release_unclaimed(job, claimed=self.kind.claims(job, self.cfg), origin=self.origin,
-                             claimed_in_any_namespace=self.kind.claims(
-                                 job, self.cfg.model_copy(update={"namespaces": []}))):
+        if release_unclaimed(job, claimed=self.claim.claims(self.kind, job), origin=self.origin,
+                             claimed_in_any_namespace=self.claim.anywhere().claims(self.kind, job)):
             await self._release_unclaimed(job)
 
     async def _release_unclaimed(self, job: Obj) -> None:

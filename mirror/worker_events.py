@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from jobapi.objects import labels_of
 from jobapi.times import parse_time
 from kruntime.bounded import LruDict
 from kruntime.client import ApiError
@@ -33,21 +31,17 @@ from kruntime.informer import Informer, ObjectCache
 from kruntime.resources import EVENTS, PODS, Obj, key_of
 from mirror import metrics
 from mirror.identity import is_copy_of, manager_key_of
-from mirror.kinds import MirroredKind
+from mirror.kinds import CopyPods, MirroredKind
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
 
 WARNING = "Warning"
-#: the labels the Job controller puts on its pods, newest first
-POD_JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
 #: events last seen longer ago than this are history (a relist after a restart), not news
 RECENT = timedelta(minutes=5)
 #: pods whose owner was looked up, by pod uid (copy uid, or "" when not one of ours)
 MAX_TRACKED_PODS = 20_000
 UNSCHEDULABLE = "CopyUnschedulable"
-_GENERATED_SUFFIX = re.compile(r"^(?P<base>.+)-[a-z0-9]{5}$")
-_INDEX_SUFFIX = re.compile(r"^(?P<base>.+)-(?P<index>\d+)$")
 #: a generated name is cut to 63 characters: the owner's name may be cut too
 _MAX_NAME = 63
 
@@ -79,23 +73,6 @@ def is_news(etype: str, old: Obj | None, new: Obj, now: datetime) -> bool:
         return False
     seen = event_time(new)
     return seen is None or now - seen <= RECENT
-
-
-def job_name_candidates(pod_name: str) -> list[tuple[str, bool]]:
-    """The Job names a Job's pod of this name can have, with whether that Job must be Indexed.
-
-    The Job controller names pods ``<job>-<5 random>`` or, Indexed, ``<job>-<index>-<5 random>``.
-    Only candidates: the pod's own controller-uid label decides.
-    """
-    m = _GENERATED_SUFFIX.match(pod_name)
-    if not m:
-        return []
-    base = m.group("base")
-    out = [(base, False)]
-    idx = _INDEX_SUFFIX.match(base)
-    if idx:
-        out.append((idx.group("base"), True))
-    return out
 
 
 def mirrored_message(worker: str, ev: Obj) -> str:
@@ -137,10 +114,12 @@ class _Stuck:
 class WorkerEvents:
     """The Warning events of one worker's copies (and their pods), told on the manager objects."""
 
-    def __init__(self, worker: WorkerCluster, kind: MirroredKind, manager: ObjectCache, events: ObjectEvents, *,
-                 unschedulable_timeout: float, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    def __init__(self, worker: WorkerCluster, kind: MirroredKind, pods: CopyPods, manager: ObjectCache,
+                 events: ObjectEvents, *, unschedulable_timeout: float,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.worker = worker
         self.kind = kind
+        self.pods = pods
         self.manager = manager
         self.events = events
         self.unschedulable_timeout = unschedulable_timeout
@@ -161,11 +140,7 @@ class WorkerEvents:
         return self.copies.get(f"{namespace}/{name}")
 
     def _pod_candidates(self, namespace: str, pod_name: str) -> list[Obj]:
-        found = []
-        for name, indexed in job_name_candidates(pod_name):
-            c = self._copy_named(namespace, name)
-            if c is not None and (not indexed or (c.get("spec") or {}).get("completionMode") == "Indexed"):
-                found.append(c)
+        found = self.pods.owner_candidates(pod_name, lambda name: self._copy_named(namespace, name))
         if not found and len(pod_name) >= _MAX_NAME:  # the owner's name was cut: compare prefixes
             found = [c for c in self.copies.items() if c["metadata"].get("namespace") == namespace
                      and pod_name.startswith(c["metadata"]["name"][: _MAX_NAME - 6])]
@@ -194,8 +169,7 @@ class WorkerEvents:
                     log.info("worker %s: reading pod %s/%s to map its event failed: %s", self.worker.name, ns, name,
                              exc)
                 return None
-            labels = labels_of(pod)
-            owner = next((labels[k] for k in POD_JOB_UID_LABELS if labels.get(k)), "")
+            owner = self.pods.owner_uid(pod)
             ours = {c["metadata"].get("uid") for c in candidates}
             self._pod_owner[pod["metadata"].get("uid") or uid] = owner if owner in ours else ""
             owner = self._pod_owner[pod["metadata"].get("uid") or uid]

@@ -34,13 +34,14 @@ class WidgetKind:
     """A Widget runs until ``status.phase`` is Done; ``spec.size`` follows the manager."""
 
     resource = Resource("example.dev", "v1", "widgets", "Widget")
+    pods = None  # a Widget's pods are not followed
 
     @property
     def name(self) -> str:
         return self.resource.kind
 
-    def claims(self, obj: Obj, cfg: Config) -> bool:
-        return (obj.get("spec") or {}).get("owner") == cfg.controller_name
+    def managed_by(self, obj: Obj) -> str | None:
+        return (obj.get("spec") or {}).get("owner")
 
     def build_copy(self, manager: Obj, *, origin: str, origin_cluster: str, remote_name: str) -> Obj:
         labels, annotations = stamp(self.name, manager, origin=origin, origin_cluster=origin_cluster)
@@ -190,7 +191,7 @@ def test_a_reconciler_serves_the_kind_it_is_given() -> None:
     cfg = Config.model_validate({"workers": [{"name": "w1", "kubeconfig": "/k"}]})
     r = Reconciler(cfg, WIDGET, None, None, {}, None, None)  # type: ignore[arg-type]
     assert r.resource is WIDGET.resource and r.kind is WIDGET
-    assert WIDGET.claims(widget(), cfg) and not JOB_KIND.claims(widget(), cfg)
+    assert cfg.claim_rule.claims(WIDGET, widget()) and not cfg.claim_rule.claims(JOB_KIND, widget())
 
 
 def test_what_a_reconciler_remembers_about_a_job_is_one_record_forgotten_whole() -> None:
@@ -207,8 +208,8 @@ def test_what_a_reconciler_remembers_about_a_job_is_one_record_forgotten_whole()
 
 
 GENERIC = ("decisions", "reconciler", "workers", "gc", "placement", "identity", "kinds", "tenancy", "propagation",
-           "naming", "config", "metrics")
-JOB_SPECIFIC = ("mirror.job_kind", "mirror.remote_copy", "mirror.status", "mirror.worker_events", "mirror.inspect")
+           "naming", "config", "metrics", "claim", "worker_events")
+JOB_SPECIFIC = ("mirror.job_kind", "mirror.remote_copy", "mirror.status", "mirror.job_pods", "mirror.inspect")
 
 
 @pytest.mark.parametrize("module", GENERIC)

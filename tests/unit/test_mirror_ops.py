@@ -23,11 +23,11 @@ from mirror.inspect_api import (
     target_of,
     token_from,
 )
+from mirror.job_pods import job_name_candidates
 from mirror.placement import WorkerView, explain
 from mirror.worker_events import (
     event_time,
     is_news,
-    job_name_candidates,
     mirrored_message,
     unschedulable_since,
 )
