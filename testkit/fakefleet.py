@@ -1,0 +1,131 @@
+"""A manager and its workers on :mod:`testkit.fakecluster`, wired to the real reconciler.
+
+Everything above the HTTP layer is the product's own: the informers (list + watch on the fake
+servers), ``WorkerCluster`` (probe, identity, call slots), the event recorder, the Job kind and
+the ``Reconciler``. A unit table builds a fleet, shapes the servers (seed objects, inject a
+refusal with ``react``), runs passes with :meth:`FakeFleet.sync` and asserts on what the
+servers hold and which calls reached them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kruntime.events import EventRecorder, ObjectEvents
+from kruntime.informer import Informer
+from kruntime.resources import JOBS, Obj
+from mirror.config import Config
+from mirror.job_kind import JOB_KIND
+from mirror.placement import policy_for
+from mirror.reconciler import Reconciler
+from mirror.workers import WorkerCluster
+from testkit.fakecluster import FakeApiServer
+
+CONTROLLER = "jobmirror.dev/mirror"
+MANAGER_IDENTITY = "manager-cluster-uid"
+
+
+def job(name: str, *, namespace: str = "default", suspend: bool = False, parallelism: int = 1,
+        annotations: dict[str, str] | None = None, managed_by: str = CONTROLLER) -> Obj:
+    """A manager Job as a user writes it (one pod, claimed by jobmirror)."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
+            "spec": {"managedBy": managed_by, "suspend": suspend, "parallelism": parallelism, "completions": 1,
+                     "backoffLimit": 6, "completionMode": "NonIndexed",
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"restartPolicy": "Never",
+                                           "containers": [{"name": "main", "image": "busybox"}]}}}}
+
+
+@dataclass
+class FakeFleet:
+    cfg: Config
+    manager: FakeApiServer
+    workers: dict[str, FakeApiServer]
+    reconciler: Reconciler
+    clusters: dict[str, WorkerCluster]
+    jobs: Informer
+    recorder: EventRecorder
+    _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+
+    async def create(self, obj: Obj) -> Obj:
+        """Create a manager Job through the API, as a user does, and wait until the cache has it."""
+        ns = obj["metadata"]["namespace"]
+        created = await self.manager.client("user").create(JOBS, ns, obj)
+        await self.settle()
+        return created
+
+    def job(self, name: str, namespace: str = "default") -> Obj | None:
+        return self.manager.stored(JOBS.path(namespace, name))
+
+    def copy(self, worker: str, name: str, namespace: str = "default") -> Obj | None:
+        return self.workers[worker].stored(JOBS.path(namespace, name))
+
+    async def sync(self, name: str, namespace: str = "default") -> float | None:
+        """One reconcile pass of ``namespace/name``, then let every cache catch up."""
+        after = await self.reconciler.reconcile(f"{namespace}/{name}")
+        await self.settle()
+        return after
+
+    async def settle(self) -> None:
+        """Let the watches deliver what the servers hold and the event writers drain."""
+        for _ in range(20):
+            await asyncio.sleep(0)
+        if self.recorder._queue is not None:
+            await asyncio.wait_for(self.recorder._queue.join(), 5)
+
+    def events(self, name: str, namespace: str = "default") -> list[tuple[str, str]]:
+        """(reason, message) of the Events written about manager Job ``namespace/name``."""
+        out = []
+        for (res, ns, _), ev in self.manager.objects.items():
+            inv = ev.get("involvedObject") or {}
+            if res == "/v1/events" and ns == namespace and inv.get("name") == name:
+                out.append((str(ev.get("reason")), str(ev.get("message"))))
+        return out
+
+    def reasons(self, name: str, namespace: str = "default") -> list[str]:
+        return [r for r, _ in self.events(name, namespace)]
+
+    async def close(self) -> None:
+        tasks = [*self._tasks, *self.recorder._tasks]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def fake_fleet(workers: tuple[str, ...] = ("worker-1", "worker-2"), **settings: Any) -> AsyncIterator[FakeFleet]:
+    """A manager and ``workers`` on fake servers, probed, admitted and synced; closed on exit."""
+    cfg = Config.model_validate({"workers": [{"name": w, "kubeconfig": f"/fake/{w}"} for w in workers],
+                                 "controllerName": CONTROLLER, **settings})
+    manager = FakeApiServer()
+    servers = {w: FakeApiServer() for w in workers}
+    origin = cfg.origin_for(MANAGER_IDENTITY)
+    clusters = {}
+    for w in cfg.workers:
+        cluster = WorkerCluster(w, servers[w.name].client(w.name), kinds=[JOB_KIND], origin=origin)
+        cluster.admit(f"{w.name}-cluster-uid", is_manager=False)
+        await cluster.probe_once()
+        clusters[w.name] = cluster
+    client = manager.client("manager")
+    jobs = Informer(client, JOBS)
+    recorder = EventRecorder(client, "jobmirror")
+    reconciler = Reconciler(cfg, JOB_KIND, client, jobs, clusters, ObjectEvents(recorder, JOBS),
+                            policy_for(cfg.placement.value), manager_cluster=MANAGER_IDENTITY)
+    fleet = FakeFleet(cfg, manager, servers, reconciler, clusters, jobs, recorder)
+    fleet._tasks = [asyncio.create_task(i.run()) for c in clusters.values() for i in c.informers()]
+    fleet._tasks.append(asyncio.create_task(jobs.run()))
+    try:
+        await asyncio.wait_for(asyncio.gather(jobs.wait_synced(), *(i.wait_synced() for c in clusters.values()
+                                                                    for i in c.informers())), 5)
+        for c in clusters.values():
+            await c.probe_once()  # healthy now that its caches have synced
+        yield fleet
+    finally:
+        await fleet.close()
+
+

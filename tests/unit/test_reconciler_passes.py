@@ -1,0 +1,194 @@
+"""The reconciler's passes as tables, on fake API servers (testkit/fakefleet.py).
+
+Each case builds a fleet, shapes it as the scenario needs (a worker that refuses, a foreign
+object of the copy's name, a concurrent writer), runs passes and asserts what the servers hold,
+which events were written and how many calls each server got. The same behaviours run on real
+API servers in tests/integration/; these tables reach the corners without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kruntime.client import ApiError
+from kruntime.resources import JOBS, Obj
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER
+from mirror.reconciler import StatusRejected
+from testkit.fakefleet import FakeFleet, fake_fleet, job
+
+T0 = "2026-11-25T00:00:00Z"
+COMPLETE = {"conditions": [{"type": t, "status": "True", "lastProbeTime": T0, "lastTransitionTime": T0}
+                           for t in ("SuccessCriteriaMet", "Complete")],
+            "succeeded": 1, "active": 0, "ready": 0, "terminating": 0, "startTime": T0,
+            "completionTime": "2026-11-25T00:00:05Z", "uncountedTerminatedPods": {}}
+RUNNING = {"active": 1, "ready": 1, "terminating": 0, "startTime": T0, "uncountedTerminatedPods": {}}
+
+
+def placed_on(f: FakeFleet, name: str = "a") -> str:
+    got = f.job(name)
+    assert got is not None
+    return str(got["metadata"]["annotations"][ANNOTATION_CLUSTER])
+
+
+async def worker_status(f: FakeFleet, worker: str, status: Obj, name: str = "a") -> None:
+    """What the worker's Job controller would write on the copy."""
+    client = f.workers[worker].client("kcm")
+    current = await client.get(JOBS, "default", name)
+    await client.replace(JOBS, "default", name, {**current, "status": status}, subresource="status")
+    await f.settle()
+
+
+def refuse(method: str, path_end: str = "/jobs", status: int = 403) -> Callable[[str, str, Any], ApiError | None]:
+    """A reactor answering ``method`` on paths ending ``path_end`` with ``status`` (an admission webhook's no)."""
+    def reactor(m: str, path: str, _: Any) -> ApiError | None:
+        if m == method and path.endswith(path_end):
+            return ApiError(status, "Invalid" if status == 422 else "Forbidden", f"admission webhook denied the {m}")
+        return None
+    return reactor
+
+
+async def test_a_new_job_is_placed_and_copied_in_one_pass_with_one_manager_write() -> None:
+    async with fake_fleet() as f:
+        await f.create(job("a"))
+        before = len(f.manager.calls)
+        await f.sync("a")
+        worker = placed_on(f)
+        got = f.job("a")
+        assert got is not None and FINALIZER in got["metadata"]["finalizers"]
+        copy = f.copy(worker, "a")
+        assert copy is not None and "managedBy" not in copy["spec"]
+        assert [c.method for c in f.manager.calls[before:] if "/events" not in c.path] == ["PATCH"]
+        assert f.workers[worker].count("POST", "/jobs") == 1
+        assert f.reasons("a") == ["Dispatched"]
+
+
+async def test_least_loaded_spreads_a_burst_across_workers() -> None:
+    async with fake_fleet() as f:
+        for n in ("a", "b", "c", "d"):
+            await f.create(job(n))
+            await f.sync(n)
+        assert sorted(placed_on(f, n) for n in "abcd") == ["worker-1", "worker-1", "worker-2", "worker-2"]
+
+
+@pytest.mark.parametrize(
+    ("pinned", "want_worker", "want_reason", "retried_later"),
+    [(False, "worker-2", "WorkerRefused", False), (True, "worker-1", "WorkerRefused", True)],
+    ids=["unpinned-moves", "pinned-backs-off"],
+)
+async def test_a_refused_create(pinned: bool, want_worker: str, want_reason: str, retried_later: bool) -> None:
+    async with fake_fleet() as f:
+        f.workers["worker-1"].react(refuse("POST"))
+        await f.create(job("a", annotations={ANNOTATION_PIN: "worker-1"} if pinned else {}))
+        after = await f.sync("a")
+        assert placed_on(f) == want_worker
+        assert f.reasons("a") == [want_reason]
+        assert (after is not None and after > 0) is retried_later
+        if not pinned:
+            await f.sync("a")
+            assert f.copy("worker-2", "a") is not None and f.copy("worker-1", "a") is None
+
+
+@pytest.mark.parametrize(("pinned", "moved"), [(False, True), (True, False)], ids=["unpinned", "pinned"])
+async def test_a_foreign_object_of_the_copys_name_is_never_touched(pinned: bool, moved: bool) -> None:
+    async with fake_fleet() as f:
+        foreign = f.workers["worker-1"].seed(JOBS.path("default"), job("a", managed_by="someone-else"))
+        await f.create(job("a", annotations={ANNOTATION_PIN: "worker-1"} if pinned else {}))
+        await f.sync("a")
+        await f.sync("a")
+        assert (placed_on(f) == "worker-2") is moved
+        assert "NameCollision" in f.reasons("a")
+        kept = f.copy("worker-1", "a")
+        assert kept is not None and kept["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"]
+        assert f.workers["worker-1"].count("DELETE") == f.workers["worker-1"].count("PATCH") == 0
+
+
+async def test_a_finished_copy_finishes_the_job_deletes_the_copy_and_releases_the_finalizer() -> None:
+    async with fake_fleet() as f:
+        await f.create(job("a"))
+        await f.sync("a")
+        worker = placed_on(f)
+        await worker_status(f, worker, RUNNING)
+        await f.sync("a")
+        mirrored = f.job("a")
+        assert mirrored is not None and mirrored["status"]["active"] == 1
+        await worker_status(f, worker, COMPLETE)
+        before = len(f.manager.calls)
+        assert await f.sync("a") is None
+        done = f.job("a")
+        assert done is not None and done["metadata"]["finalizers"] == []
+        assert [c["type"] for c in done["status"]["conditions"]] == ["SuccessCriteriaMet", "Complete"]
+        assert f.copy(worker, "a") is None
+        assert [c.method for c in f.manager.calls[before:] if "/events" not in c.path] == ["PUT", "PATCH"]
+        assert f.reasons("a") == ["Dispatched", "RemoteDeleted"]
+
+
+async def test_deleting_the_manager_job_deletes_its_copy_first() -> None:
+    async with fake_fleet() as f:
+        await f.create(job("a"))
+        await f.sync("a")
+        worker = placed_on(f)
+        await f.manager.client("user").delete(JOBS, "default", "a")
+        await f.settle()
+        held = f.job("a")
+        assert held is not None and held["metadata"]["deletionTimestamp"]  # our finalizer holds it
+        await f.sync("a")
+        assert f.copy(worker, "a") is None and f.job("a") is None
+
+
+async def test_a_suspended_job_is_held_without_a_copy() -> None:
+    async with fake_fleet() as f:
+        await f.create(job("a", suspend=True))
+        await f.sync("a")
+        held = f.job("a")
+        assert held is not None and FINALIZER in held["metadata"]["finalizers"]
+        assert [c["type"] for c in held["status"]["conditions"]] == ["Suspended"]
+        assert all(s.count("POST", "/jobs") == 0 for s in f.workers.values())
+
+
+async def test_a_concurrent_write_loses_the_placement_race_and_nothing_is_created() -> None:
+    async with fake_fleet() as f:
+        await f.create(job("a"))
+        user = f.manager.client("user")
+        await user.patch(JOBS, "default", "a", {"metadata": {"labels": {"edited": "yes"}}})
+        f.jobs.cache["default/a"] = {**f.jobs.cache["default/a"]}  # the cache still holds the older version
+        stale = f.manager.stored(JOBS.path("default", "a"))
+        assert stale is not None
+        f.jobs.cache["default/a"]["metadata"] = {**stale["metadata"], "resourceVersion": "1"}
+        with pytest.raises(ApiError) as lost:
+            await f.reconciler.reconcile("default/a")
+        assert lost.value.conflict
+        assert all(s.count("POST", "/jobs") == 0 for s in f.workers.values())
+
+
+async def test_a_rejected_status_is_evented_and_raised_for_a_retry() -> None:
+    async with fake_fleet() as f:
+        await f.create(job("a"))
+        await f.sync("a")
+        await worker_status(f, placed_on(f), RUNNING)
+        f.manager.react(refuse("PUT", "/status", 422))
+        with pytest.raises(StatusRejected):
+            await f.sync("a")
+        await f.settle()
+        assert "StatusRejected" in f.reasons("a")
+
+
+async def test_a_worker_lost_between_placement_and_create_is_left_at_once() -> None:
+    async with fake_fleet() as f:
+        await f.create(job("a", annotations={ANNOTATION_PIN: "worker-1"}))
+        await f.sync("a")
+        await f.create(job("b"))  # least loaded: worker-2
+
+        def worker_2_goes_away(method: str, path: str, _: Any) -> None:
+            if method == "PATCH" and path.endswith("/jobs/b"):
+                f.clusters["worker-2"].mark_suspect("connection refused")
+
+        f.manager.react(worker_2_goes_away)
+        assert await f.sync("b") == 0.0
+        assert placed_on(f, "b") == "worker-1"
+        assert f.reasons("b") == ["Redispatched"]
+        await f.sync("b")
+        assert f.copy("worker-1", "b") is not None
+        assert f.workers["worker-2"].count("POST", "/jobs") == 0
