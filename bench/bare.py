@@ -2,7 +2,7 @@
 
 ``python -m bench.bare`` watches manager Jobs of one ``managedBy`` and, per Job, makes
 exactly three writes: create the copy in a worker (round robin, the body built by the
-mirror's own :func:`mirror.remote_copy.build_remote_copy`), merge-patch the worker's
+mirror's own :func:`mirror.jobs.remote_copy.build_remote_copy`), merge-patch the worker's
 final status onto the manager Job's status subresource, delete the copy. No finalizer,
 no intermediate status, no collision checks, no events: whatever jobmirror does beyond
 this is the price of its guarantees. ``bench compare`` runs it at the same client
@@ -26,8 +26,8 @@ from bench import kubetime
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import JOBS, Obj
+from mirror.jobs.remote_copy import build_remote_copy
 from mirror.naming import LABEL_ORIGIN
-from mirror.remote_copy import build_remote_copy
 
 MANAGED_BY = "bench.jobmirror.dev/bare"
 FIELD_MANAGER = "bench-bare"

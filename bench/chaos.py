@@ -34,7 +34,7 @@ from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, LEASES, Obj, Resource
 from mirror.naming import DEFAULT_CONTROLLER_NAME, LABEL_ORIGIN, LABEL_ORIGIN_UID
-from testkit.invariants import InvariantChecker, Verdict
+from testkit.invariants import ChaosVerdict, InvariantChecker
 from testkit.waiting import ensure_namespace
 
 # The same shapes as tests/conftest.py, so a pytest session's bed serves both.
@@ -561,7 +561,7 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
             if c.proc is not None:
                 await c.proc.stop()
         await checker.stop()
-    v: Verdict = checker.verdict()
+    v: ChaosVerdict = checker.verdict()
     res.update(v.summary())
     res["jobs"] = v.jobs
     res["faults"] = [[round(s - run.t0, 1), round(e - run.t0, 1)] for s, e in checker.faults]

@@ -16,13 +16,13 @@ from kruntime.resources import Obj
 
 
 @dataclass(frozen=True)
-class Verdict:
+class FailurePolicyVerdict:
     fail_job_message: str | None = None
     count_failed: bool = True
     action: str | None = None
 
 
-NO_MATCH = Verdict()
+NO_MATCH = FailurePolicyVerdict()
 
 
 def _exit_code_matches(code: int, req: Obj) -> bool:
@@ -65,19 +65,19 @@ def match_on_pod_conditions(pod: Obj, patterns: list[Obj]) -> Obj | None:
     return None
 
 
-def _verdict(action: str | None, fail_msg: str) -> Verdict | None:
+def _verdict(action: str | None, fail_msg: str) -> FailurePolicyVerdict | None:
     if action == api.ACTION_IGNORE:
-        return Verdict(None, False, api.ACTION_IGNORE)
+        return FailurePolicyVerdict(None, False, api.ACTION_IGNORE)
     if action == api.ACTION_FAIL_INDEX:
-        return Verdict(None, True, api.ACTION_FAIL_INDEX)
+        return FailurePolicyVerdict(None, True, api.ACTION_FAIL_INDEX)
     if action == api.ACTION_COUNT:
-        return Verdict(None, True, api.ACTION_COUNT)
+        return FailurePolicyVerdict(None, True, api.ACTION_COUNT)
     if action == api.ACTION_FAIL_JOB:
-        return Verdict(fail_msg, True, api.ACTION_FAIL_JOB)
+        return FailurePolicyVerdict(fail_msg, True, api.ACTION_FAIL_JOB)
     return None  # an action this controller does not know: try the next rule
 
 
-def match(policy: Obj | None, pod: Obj) -> Verdict:
+def match(policy: Obj | None, pod: Obj) -> FailurePolicyVerdict:
     """Match a failed pod against the policy's rules (first match wins)."""
     if policy is None:
         return NO_MATCH

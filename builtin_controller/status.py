@@ -66,7 +66,7 @@ class SyncContext:
     delayed_deletion: dict[int, Obj] = field(default_factory=dict)
     backoff: BackoffRecord | None = None
 
-    def apply(self, verdict: Verdict) -> None:
+    def apply(self, verdict: FinishVerdict) -> None:
         """Take :func:`evaluate`'s decisions into this sync's working state."""
         self.finished_condition = verdict.finished_condition
         if verdict.indexed is not None:
@@ -115,7 +115,7 @@ class IndexedVerdict:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class FinishVerdict:
     """What :func:`evaluate` decided about a Job, before completions-reached is checked."""
 
     #: the interim (or carried-over) finished condition, None while the Job runs on
@@ -125,7 +125,7 @@ class Verdict:
     indexed: IndexedVerdict | None = None
 
 
-def evaluate(ctx: SyncContext, now: datetime) -> Verdict:
+def evaluate(ctx: SyncContext, now: datetime) -> FinishVerdict:
     """Decide the finished condition (steps 1-3 minus completions reached) and, for Indexed
     Jobs, the index bookkeeping. Pure: ``ctx`` is read, never changed (see ``SyncContext.apply``)."""
     job = ctx.job
@@ -150,7 +150,7 @@ def evaluate(ctx: SyncContext, now: datetime) -> Verdict:
             start = api.parse_time(api.status(job).get("startTime")) or now
             recheck = int(api.spec(job)["activeDeadlineSeconds"]) - (now - start).total_seconds()
     if not api.is_indexed(job):
-        return Verdict(finished, recheck)
+        return FinishVerdict(finished, recheck)
     completions = api.completions(job) or 0
     prev_succeeded, succeeded = succeeded_indexes(job, ctx.pods)
     failed: Intervals | None = None
@@ -172,7 +172,7 @@ def evaluate(ctx: SyncContext, now: datetime) -> Verdict:
         msg = success_policy.match(api.spec(job).get("successPolicy"), completions, succeeded)
         if msg is not None:
             finished = new_condition(api.SUCCESS_CRITERIA_MET, "True", api.REASON_SUCCESS_POLICY, msg, now)
-    return Verdict(finished, recheck, IndexedVerdict(prev_succeeded, succeeded, failed, delayed))
+    return FinishVerdict(finished, recheck, IndexedVerdict(prev_succeeded, succeeded, failed, delayed))
 
 
 def completions_reached(job: Obj, succeeded: int, active: int) -> bool:

@@ -1,8 +1,10 @@
-"""Typed views of the raw JSON bodies, and the one set of metadata accessors.
+"""The one set of metadata accessors over raw JSON bodies, and the typed metadata they return.
 
 Objects stay the JSON the API server sent, end to end (fields this code has never heard of
-must survive a round trip), so these are ``TypedDict``s, ``total=False``: they name the
-fields the controllers read and give their types, without turning bodies into models.
+must survive a round trip). Only metadata is typed (``ObjectMeta``, ``OwnerReference``,
+``TypedDict``s, ``total=False``), because every kind shares it; Job and Pod bodies are read
+through ``jobapi.conditions`` and the kind's own pure modules, not through typed views that
+would be half-used.
 Every accessor here reads only: none adds a missing key to the object it is given, so
 reading an informer's cached object can never change the cache.
 """
@@ -37,77 +39,6 @@ class ObjectMeta(TypedDict, total=False):
     ownerReferences: list[OwnerReference]
     finalizers: list[str]
     managedFields: list[dict[str, Any]]
-
-
-class Condition(TypedDict, total=False):
-    type: str
-    status: str
-    reason: str
-    message: str
-    lastProbeTime: str
-    lastTransitionTime: str
-
-
-class UncountedTerminatedPods(TypedDict, total=False):
-    succeeded: list[str]
-    failed: list[str]
-
-
-class JobSpec(TypedDict, total=False):
-    parallelism: int
-    completions: int
-    activeDeadlineSeconds: int
-    podFailurePolicy: dict[str, Any]
-    successPolicy: dict[str, Any]
-    backoffLimit: int
-    backoffLimitPerIndex: int
-    maxFailedIndexes: int
-    selector: dict[str, Any]
-    manualSelector: bool
-    template: dict[str, Any]
-    ttlSecondsAfterFinished: int
-    completionMode: str
-    suspend: bool
-    podReplacementPolicy: str
-    managedBy: str
-
-
-class JobStatus(TypedDict, total=False):
-    conditions: list[Condition]
-    startTime: str
-    completionTime: str
-    active: int
-    succeeded: int
-    failed: int
-    terminating: int
-    ready: int
-    completedIndexes: str
-    failedIndexes: str
-    uncountedTerminatedPods: UncountedTerminatedPods
-
-
-class Job(TypedDict, total=False):
-    apiVersion: str
-    kind: str
-    metadata: ObjectMeta
-    spec: JobSpec
-    status: JobStatus
-
-
-class PodStatus(TypedDict, total=False):
-    phase: str
-    conditions: list[dict[str, Any]]
-    containerStatuses: list[dict[str, Any]]
-    initContainerStatuses: list[dict[str, Any]]
-    startTime: str
-
-
-class Pod(TypedDict, total=False):
-    apiVersion: str
-    kind: str
-    metadata: ObjectMeta
-    spec: dict[str, Any]
-    status: PodStatus
 
 
 # -- metadata accessors (any object) ------------------------------------------------------------

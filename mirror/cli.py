@@ -1,4 +1,4 @@
-"""``jobmirror``: run the controller, validate a config; and the ``kubectl jobmirror`` verbs (mirror/plugin.py)."""
+"""``jobmirror``: run the controller, validate a config; and the ``kubectl jobmirror`` verbs (mirror/inspect/)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_inclu
 from kruntime.identity import IdentityUnavailable, read_identity
 from kruntime.lifecycle import add_logging_args, cancel_and_wait, run_until_signalled, setup_logging_from
 from kruntime.resources import JOBS
-from mirror import plugin
 from mirror.config import Config, ConfigError, cluster_conflicts, load_config
 from mirror.identity import selector
-from mirror.inspect import NotPlaced
+from mirror.inspect import plugin
+from mirror.inspect.reads import NotPlaced
 from mirror.naming import LABEL_ORIGIN, LEGACY_DEFAULT_ORIGIN
 
 DEFAULT_CONFIG = Path("/etc/jobmirror/config.yaml")

@@ -21,11 +21,12 @@ from kruntime.informer import Informer, NamespacedInformers
 from kruntime.leaderelect import LeaderElector, Timing
 from kruntime.resources import Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
-from mirror import gc, inspect_tls, metrics
+from mirror import gc, metrics
 from mirror.config import Config, ConfigError, cluster_conflicts
 from mirror.identity import labels_of_copy, manager_key_of
-from mirror.inspect_api import InspectApi
-from mirror.job_kind import JOB_KIND
+from mirror.inspect import tls as inspect_tls
+from mirror.inspect.api import InspectApi
+from mirror.jobs.kind import JOB_KIND
 from mirror.kinds import MirroredKind, QueueKey
 from mirror.naming import FIELD_MANAGER, FINALIZER
 from mirror.placement import policy_for

@@ -40,7 +40,7 @@ from mirror.workers import WorkerCluster
 log = logging.getLogger(__name__)
 
 
-class Verdict(StrEnum):
+class CopyVerdict(StrEnum):
     KEEP = "keep"
     ORPHAN = "orphan"  # the manager Job no longer exists (or is a different Job now)
     STALE = "stale"  # the manager Job is placed on another worker
@@ -48,7 +48,7 @@ class Verdict(StrEnum):
 
 
 def judge(remote: Obj, manager: Obj | None, *, origin: str, manager_cluster: str, worker: str,
-          configured: Collection[str]) -> Verdict:
+          configured: Collection[str]) -> CopyVerdict:
     """Pure decision for one remote copy, given the manager Job as freshly read (or None).
 
     ``manager_cluster`` is our manager's identity; a copy without it (another manager
@@ -58,29 +58,29 @@ def judge(remote: Obj, manager: Obj | None, *, origin: str, manager_cluster: str
     """
     said = labels_of_copy(remote)
     if said.origin != origin:
-        return Verdict.KEEP  # never ours to judge
+        return CopyVerdict.KEEP  # never ours to judge
     origin_uid = said.manager_uid
     if manager is not None and origin_uid and manager["metadata"].get("uid") == origin_uid:
         placed = annotations_of(manager).get(ANNOTATION_CLUSTER)
         stale = placed is not None and placed != worker and placed in configured
-        return Verdict.STALE if stale else Verdict.KEEP
+        return CopyVerdict.STALE if stale else CopyVerdict.KEEP
     if not manager_cluster or said.manager_cluster != manager_cluster:
-        return Verdict.UNPROVEN
-    return Verdict.ORPHAN
+        return CopyVerdict.UNPROVEN
+    return CopyVerdict.ORPHAN
 
 
 #: live manager reads one GC round may make (per kind); the copies beyond it wait a round
 CONFIRM_BUDGET = 100
 
 
-def needs_confirmation(cached: Verdict) -> bool:
+def needs_confirmation(cached: CopyVerdict) -> bool:
     """Whether a copy judged against the manager cache must be re-judged on a live read.
 
     Only a keep is final from the cache: a delete is irreversible and the cache may lag a
     fresh placement; an unproven copy may belong to a manager object the cache does not
     hold (it keeps only claimed ones).
     """
-    return cached is not Verdict.KEEP
+    return cached is not CopyVerdict.KEEP
 
 
 async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], origin: str,
@@ -119,9 +119,9 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
                     continue
             verdict = judge(remote, fresh, origin=origin, manager_cluster=manager_cluster, worker=w.name,
                             configured=configured)
-            if verdict is Verdict.UNPROVEN:
+            if verdict is CopyVerdict.UNPROVEN:
                 unproven += 1
-            if verdict in (Verdict.KEEP, Verdict.UNPROVEN):
+            if verdict in (CopyVerdict.KEEP, CopyVerdict.UNPROVEN):
                 continue
             md = remote["metadata"]
             try:

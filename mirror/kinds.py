@@ -2,7 +2,7 @@
 
 Shaped after Kueue MultiKueue's adapters: the reconciler, the worker caches, the GC, the
 controller wiring and the ``status`` command work on a :class:`MirroredKind` and never on a
-concrete kind. ``batch/v1`` Job (``mirror/job_kind.py``) is the one implementation today; a
+concrete kind. ``batch/v1`` Job (``mirror/jobs/kind.py``) is the one implementation today; a
 second kind is a new module implementing this protocol, listed in ``mirror.controller.KINDS``,
 plus its RBAC in ``deploy/``.
 

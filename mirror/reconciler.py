@@ -17,10 +17,11 @@ import logging
 import time
 from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 from jobapi.objects import annotations_of, not_ended
+from jobapi.times import utcnow
 from kruntime.bounded import LruDict
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import ObjectEvents
@@ -123,10 +124,6 @@ class StatusRejected(Exception):
     expected = True
 
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 def _missing_namespace(exc: ApiError) -> bool:
     return exc.not_found and (exc.body.get("details") or {}).get("kind") == "namespaces"
 
@@ -152,7 +149,7 @@ class Reconciler:
     policy: PlacementPolicy
     #: the manager cluster's identity (kube-system namespace UID), stamped on every copy
     manager_cluster: str = ""
-    now: Callable[[], datetime] = _utcnow
+    now: Callable[[], datetime] = utcnow
 
     def __post_init__(self) -> None:
         self.resource = self.kind.resource

@@ -21,9 +21,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-from jobapi.times import parse_time
+from jobapi.times import parse_time, utcnow
 from kruntime.bounded import LruDict
 from kruntime.client import ApiError
 from kruntime.events import ObjectEvents
@@ -116,7 +116,7 @@ class WorkerEvents:
 
     def __init__(self, worker: WorkerCluster, kind: MirroredKind, pods: CopyPods, manager: ObjectCache,
                  events: ObjectEvents, *, unschedulable_timeout: float,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = utcnow) -> None:
         self.worker = worker
         self.kind = kind
         self.pods = pods

@@ -19,7 +19,7 @@ from kruntime.events import EventRecorder, ObjectEvents
 from kruntime.informer import Informer
 from kruntime.resources import JOBS, Obj
 from mirror.config import Config
-from mirror.job_kind import JOB_KIND
+from mirror.jobs.kind import JOB_KIND
 from mirror.placement import policy_for
 from mirror.reconciler import Reconciler
 from mirror.workers import WorkerCluster

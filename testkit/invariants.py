@@ -341,7 +341,7 @@ def outcome_mismatch(m: ManagerLife, copies: list[CopyLife]) -> str | None:
 
 
 @dataclass
-class Verdict:
+class ChaosVerdict:
     jobs: int
     lost: list[str] = field(default_factory=list)
     duplicates_during_fault: list[str] = field(default_factory=list)
@@ -389,9 +389,9 @@ class Verdict:
 
 
 def verdict(rec: Recorder, *, faults: list[Span], end: float, rejected_writes: int = 0,
-            reconcile_errors: dict[str, int] | None = None) -> Verdict:
+            reconcile_errors: dict[str, int] | None = None) -> ChaosVerdict:
     """Judge a run from its record. ``end``: the instant the checker was asked (orphans = still present)."""
-    v = Verdict(jobs=len(rec.managers), copies_seen=len(rec.copies), rejected_writes=rejected_writes,
+    v = ChaosVerdict(jobs=len(rec.managers), copies_seen=len(rec.copies), rejected_writes=rejected_writes,
                 reconcile_errors=dict(reconcile_errors or {}))
     copies_by_mgr: dict[str, list[CopyLife]] = {}
     for c in rec.copies.values():
@@ -542,7 +542,7 @@ class InvariantChecker:
         finally:
             self.fault_ended(name)
 
-    def verdict(self) -> Verdict:
+    def verdict(self) -> ChaosVerdict:
         now = time.time()
         faults = self.faults + [(s, now) for s in self._open_faults.values()]
         return verdict(self.recorder, faults=faults, end=now, rejected_writes=self.ledger.rejected_total(),

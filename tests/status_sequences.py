@@ -30,7 +30,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from jobapi.times import format_time
-from mirror.status import desired_manager_status
+from mirror.jobs.status_translation import desired_manager_status
 
 STEP_SECONDS = 10
 CONTROLLER_NAME = "jobmirror.dev/controller"

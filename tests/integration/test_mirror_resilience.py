@@ -16,7 +16,7 @@ import pytest
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
 from kruntime.resources import JOBS, Obj
-from mirror.job_kind import JOB_KIND
+from mirror.jobs.kind import JOB_KIND
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER, LABEL_ORIGIN_UID
 from testkit.copies import CopyRecorder
 from tests.conftest import WORKER_1, WORKER_2, ensure_namespace, wait_for

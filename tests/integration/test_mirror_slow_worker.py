@@ -19,7 +19,7 @@ from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
 from kruntime.resources import JOBS, Resource
 from mirror import metrics
-from mirror.inspect_tls import self_signed
+from mirror.inspect.tls import self_signed
 from mirror.naming import ANNOTATION_PIN
 from tests.conftest import WORKER_2, wait_for
 from tests.integration.mirror_env import make_job, mirror_env

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, NAMESPACES
-from mirror.status import desired_manager_status
+from mirror.jobs.status_translation import desired_manager_status
 from tests.conftest import MANAGER
 from tests.status_sequences import WorkerSequence, step_time, worker_sequences
 

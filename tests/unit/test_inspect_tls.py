@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from mirror import inspect_tls
 from mirror.config import Config
-from mirror.plugin import UsageError, direct_url_ssl
+from mirror.inspect import tls as inspect_tls
+from mirror.inspect.plugin import UsageError, direct_url_ssl
 
 
 def test_self_signed_names_the_service_and_loopback() -> None:

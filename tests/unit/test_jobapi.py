@@ -17,7 +17,7 @@ from jobapi import conditions as jc
 from jobapi import names, times
 from jobapi.intervals import Intervals
 from mirror import naming
-from mirror.status import desired_manager_status
+from mirror.jobs.status_translation import desired_manager_status
 
 
 def cond(ctype: str, st: str = "True") -> dict[str, Any]:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from jobapi import conditions as jc
-from mirror.job_kind import JOB_KIND
-from mirror.status import decided_final_status
+from mirror.jobs.kind import JOB_KIND
+from mirror.jobs.status_translation import decided_final_status
 from tests.jobstatus_validation import validate_status_update
 from tests.unit.test_status_translation import (
     INDEXED,

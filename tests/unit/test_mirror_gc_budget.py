@@ -10,8 +10,8 @@ import pytest
 from kruntime.client import ApiError
 from kruntime.resources import Obj, Resource
 from mirror.decisions import says_something_new
-from mirror.gc import Verdict, collect_once, needs_confirmation
-from mirror.job_kind import JOB_KIND
+from mirror.gc import CopyVerdict, collect_once, needs_confirmation
+from mirror.jobs.kind import JOB_KIND
 from mirror.naming import (
     ANNOTATION_CLUSTER,
     ANNOTATION_ORIGIN_JOB,
@@ -72,8 +72,8 @@ class _Cache(dict[str, Obj]):
 
 
 @pytest.mark.parametrize(("verdict", "confirm"), [
-    (Verdict.KEEP, False), (Verdict.ORPHAN, True), (Verdict.STALE, True), (Verdict.UNPROVEN, True)])
-def test_only_a_keep_is_final_from_the_cache(verdict: Verdict, confirm: bool) -> None:
+    (CopyVerdict.KEEP, False), (CopyVerdict.ORPHAN, True), (CopyVerdict.STALE, True), (CopyVerdict.UNPROVEN, True)])
+def test_only_a_keep_is_final_from_the_cache(verdict: CopyVerdict, confirm: bool) -> None:
     assert needs_confirmation(verdict) is confirm
 
 

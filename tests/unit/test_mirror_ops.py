@@ -10,8 +10,8 @@ import pytest
 
 from kruntime.names import InvalidName
 from kruntime.resources import Obj
-from mirror import inspect, plugin
-from mirror.inspect_api import (
+from mirror.inspect import plugin, reads
+from mirror.inspect.api import (
     TOKEN_HEADER,
     StreamGate,
     access_review,
@@ -23,7 +23,7 @@ from mirror.inspect_api import (
     target_of,
     token_from,
 )
-from mirror.job_pods import job_name_candidates
+from mirror.jobs.pods import job_name_candidates
 from mirror.placement import WorkerView, explain
 from mirror.worker_events import (
     event_time,
@@ -145,10 +145,10 @@ def _jpod(name: str, created: str, index: str | None = None, **status: Any) -> O
 
 def test_pick_pod_newest_or_by_index() -> None:
     pods = [_jpod("a", ts(-10), "0"), _jpod("b", ts(-5), "1"), _jpod("c", ts(-1), "0")]
-    assert inspect.pick_pod(pods, None)["metadata"]["name"] == "c"  # type: ignore[index]
-    assert inspect.pick_pod(pods, 1)["metadata"]["name"] == "b"  # type: ignore[index]
-    assert inspect.pick_pod(pods, 7) is None
-    assert inspect.pick_pod([], None) is None
+    assert reads.pick_pod(pods, None)["metadata"]["name"] == "c"  # type: ignore[index]
+    assert reads.pick_pod(pods, 1)["metadata"]["name"] == "b"  # type: ignore[index]
+    assert reads.pick_pod(pods, 7) is None
+    assert reads.pick_pod([], None) is None
 
 
 def test_pod_summary_last_termination_and_restarts() -> None:
@@ -156,12 +156,12 @@ def test_pod_summary_last_termination_and_restarts() -> None:
         {"name": "main", "restartCount": 2, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
          "lastState": {"terminated": {"reason": "Error", "exitCode": 3}}},
         {"name": "side", "restartCount": 1, "state": {"running": {}}}])
-    s = inspect.pod_summary(pod)
+    s = reads.pod_summary(pod)
     assert (s["phase"], s["node"], s["restarts"]) == ("Running", "n", 3)
     assert s["last"] == {"container": "main", "reason": "Error", "exitCode": 3}
     waiting = _jpod("q", ts(0), phase="Pending", containerStatuses=[
         {"name": "main", "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff"}}}])
-    assert inspect.pod_summary(waiting)["last"] == {"container": "main", "reason": "ImagePullBackOff",
+    assert reads.pod_summary(waiting)["last"] == {"container": "main", "reason": "ImagePullBackOff",
                                                     "exitCode": None}
 
 
@@ -240,8 +240,8 @@ def test_stream_gate_caps_per_user_and_in_total() -> None:
 
 def test_log_request_parsing() -> None:
     r = log_request({"container": "c", "index": "2", "follow": "true", "previous": "1", "tailLines": "10"})
-    assert r == inspect.LogRequest(container="c", index=2, follow=True, previous=True, tail_lines=10)
-    assert log_request({}) == inspect.LogRequest()
+    assert r == reads.LogRequest(container="c", index=2, follow=True, previous=True, tail_lines=10)
+    assert log_request({}) == reads.LogRequest()
     with pytest.raises(ValueError, match="index='x' is not an integer"):
         log_request({"index": "x"})
 
@@ -274,8 +274,8 @@ def test_last_events_ordered_by_time_whatever_the_precision() -> None:
     evs = [{"type": "Warning", "reason": "B", "eventTime": "2026-11-23T12:00:00.500000Z"},
            {"type": "Normal", "reason": "A", "lastTimestamp": "2026-11-23T12:00:00Z"},
            {"type": "Normal", "reason": "C", "lastTimestamp": "2026-11-23T12:00:01Z"}]
-    assert [e["reason"] for e in inspect.last_events(evs)] == ["A", "B", "C"]
-    assert [e["reason"] for e in inspect.last_events(evs, 2)] == ["B", "C"]
+    assert [e["reason"] for e in reads.last_events(evs)] == ["A", "B", "C"]
+    assert [e["reason"] for e in reads.last_events(evs, 2)] == ["B", "C"]
 
 
 def test_unschedulable_message_has_no_changing_duration() -> None:

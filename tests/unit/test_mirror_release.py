@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from mirror.decisions import cleanup_waits_for, copy_propagation, release_unclaimed
+from mirror.jobs.remote_copy import build_remote_copy
 from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_DELETE_PROPAGATION, FINALIZER
-from mirror.remote_copy import build_remote_copy
 
 
 @pytest.mark.parametrize(

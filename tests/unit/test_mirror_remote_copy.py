@@ -1,4 +1,4 @@
-"""Table tests for mirror/remote_copy.py: the worker-side copy, the spec patch, ownership."""
+"""Table tests for mirror/jobs/remote_copy.py: the worker-side copy, the spec patch, ownership."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 
 from mirror.identity import is_copy_of, manager_key_of
-from mirror.job_kind import JobKind
+from mirror.jobs.kind import JobKind
+from mirror.jobs.remote_copy import (
+    build_remote_copy,
+    dropped_fields,
+    merge_diff,
+    rewrites_template,
+    spec_patch,
+    template_hash,
+)
 from mirror.naming import (
     ANNOTATION_CLUSTER,
     ANNOTATION_ORIGIN_JOB,
@@ -18,14 +26,6 @@ from mirror.naming import (
     LABEL_ORIGIN,
     LABEL_ORIGIN_CLUSTER,
     LABEL_ORIGIN_UID,
-)
-from mirror.remote_copy import (
-    build_remote_copy,
-    dropped_fields,
-    merge_diff,
-    rewrites_template,
-    spec_patch,
-    template_hash,
 )
 
 UID = "0b5c6f0e-1111-2222-3333-444455556666"

@@ -7,7 +7,7 @@ from typing import Any
 
 from mirror import metrics
 from mirror.config import Worker
-from mirror.job_kind import JOB_KIND
+from mirror.jobs.kind import JOB_KIND
 from mirror.workers import WorkerCluster
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirror.job_kind import JOB_KIND
+from mirror.jobs.kind import JOB_KIND
 from mirror.propagation import newly_decided
 
 

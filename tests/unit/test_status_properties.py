@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from jobapi.conditions import is_finished
 from jobapi.times import parse_time_seconds
-from mirror.status import desired_manager_status, status_differs
+from mirror.jobs.status_translation import desired_manager_status, status_differs
 from tests.jobstatus_validation import validate_status_update
 from tests.status_sequences import (
     WorkerSequence,

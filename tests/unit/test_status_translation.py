@@ -1,4 +1,4 @@
-"""Table tests for the status translator (mirror/status.py) and for the validation oracle.
+"""Table tests for the status translator (mirror/jobs/status_translation.py) and for the validation oracle.
 
 Every translator case also asserts that the manager API server would accept the write
 (``tests/jobstatus_validation.py``, with and without the resume exception of newer servers).
@@ -15,7 +15,7 @@ import pytest
 from jobapi.conditions import condition, is_finished
 from jobapi.intervals import Intervals
 from jobapi.times import format_time, parse_time_seconds
-from mirror.status import desired_manager_status, status_differs
+from mirror.jobs.status_translation import desired_manager_status, status_differs
 from tests.jobstatus_validation import validate_status_update
 
 T0 = "2026-11-23T10:00:00Z"

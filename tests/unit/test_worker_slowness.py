@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mirror.config import Worker
-from mirror.job_kind import JOB_KIND
+from mirror.jobs.kind import JOB_KIND
 from mirror.placement import LeastLoaded, NoWorker, WorkerView, explain
 from mirror.workers import WorkerBusy, WorkerCluster
 

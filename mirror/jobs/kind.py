@@ -11,8 +11,8 @@ from datetime import datetime
 
 from jobapi import conditions as jc
 from kruntime.resources import JOBS, Obj, Resource
-from mirror import remote_copy, status
-from mirror.job_pods import JOB_PODS
+from mirror.jobs import remote_copy, status_translation
+from mirror.jobs.pods import JOB_PODS
 from mirror.kinds import CopyPods
 
 
@@ -42,16 +42,16 @@ class JobKind:
         return remote_copy.dropped_fields(sent, created)
 
     def desired_status(self, manager: Obj, remote: Obj | None, now: datetime) -> Obj:
-        return status.desired_manager_status(manager, remote, now)
+        return status_translation.desired_manager_status(manager, remote, now)
 
     def decided_status(self, manager: Obj, now: datetime) -> Obj | None:
-        return status.decided_final_status(manager, now)
+        return status_translation.decided_final_status(manager, now)
 
     def status_differs(self, current: Obj | None, desired: Obj | None) -> bool:
-        return status.status_differs(current, desired)
+        return status_translation.status_differs(current, desired)
 
     def outcome(self, copy: Obj) -> Hashable | None:
-        decided = status.worker_outcome(jc.job_conditions(copy))
+        decided = status_translation.worker_outcome(jc.job_conditions(copy))
         return decided if decided.path is not None else None
 
     def is_finished(self, obj: Obj) -> bool:

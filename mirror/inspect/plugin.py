@@ -5,7 +5,7 @@ Speaks to the manager as the user, with kubectl's flags (``--kubeconfig``, ``--c
 come either straight from the workers, for an operator who passes the controller's config
 (``--config``: its worker kubeconfigs), or from the controller's inspect API through the
 manager API server's service proxy, for a user who has no worker credentials: the
-controller checks that the user may ``get`` the Job (mirror/inspect_api.py).
+controller checks that the user may ``get`` the Job (mirror/inspect/api.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +27,14 @@ import yaml
 
 from jobapi import conditions as jc
 from jobapi.objects import annotations_of
-from jobapi.times import parse_time
+from jobapi.times import parse_time, utcnow
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
 from kruntime.names import InvalidName, check_name, check_namespace, segment
 from kruntime.resources import EVENTS, JOBS, Obj
-from mirror import inspect
 from mirror.config import Config
-from mirror.inspect_api import TOKEN_HEADER
-from mirror.job_kind import JOB_KIND
+from mirror.inspect import reads
+from mirror.inspect.api import TOKEN_HEADER
+from mirror.jobs.kind import JOB_KIND
 from mirror.naming import (
     ANNOTATION_CLUSTER,
     ANNOTATION_PIN,
@@ -265,7 +265,7 @@ async def connect(args: Any) -> Target:
 
 
 async def status(t: Target, args: Any, out: Callable[[str], None]) -> int:
-    now = datetime.now(UTC)
+    now = utcnow()
     items, _ = await t.manager.list_all(JOBS, t.namespace)
     claimed = [j for j in items if (j.get("spec") or {}).get("managedBy") == t.controller_name
                and (t.config is None or not t.config.namespaces or j["metadata"]["namespace"] in t.config.namespaces)]
@@ -312,7 +312,7 @@ async def _worker_client(t: Target, worker: str) -> ClusterClient:
     assert t.config is not None
     w = t.config.worker(worker)
     if w is None:
-        raise inspect.NotPlaced(f"worker {worker} is not in {t.config and 'the given config'}")
+        raise reads.NotPlaced(f"worker {worker} is not in {t.config and 'the given config'}")
     return await ClusterClient.from_kubeconfig(worker, w.kubeconfig, context=w.context,
                                                timeout=t.config.request_timeout)
 
@@ -415,11 +415,11 @@ async def describe(t: Target, args: Any, out: Callable[[str], None]) -> int:
         worker = annotations_of(job)[ANNOTATION_CLUSTER]
         try:
             client = await _worker_client(t, worker)
-        except (inspect.NotPlaced, KubeconfigError) as exc:
+        except (reads.NotPlaced, KubeconfigError) as exc:
             problem = str(exc)
         else:
             try:
-                view = await inspect.worker_view(client, worker, job)
+                view = await reads.worker_view(client, worker, job)
             except ApiError as exc:
                 problem = f"worker {worker}: {exc}"
             finally:
@@ -439,36 +439,36 @@ async def describe(t: Target, args: Any, out: Callable[[str], None]) -> int:
         except (ApiError, aiohttp.ClientError) as exc:
             problem = f"inspect API unreachable: {exc}"
     evs, _ = await t.manager.list_all(EVENTS, ns, field_selector=f"involvedObject.uid={job['metadata']['uid']}")
-    manager_events = inspect.last_events(evs)
+    manager_events = reads.last_events(evs)
     if args.output in ("json", "yaml"):
         out(render({"job": f"{ns}/{args.job}", "state": state_of(job), "annotations": annotations_of(job),
                     "status": job.get("status") or {}, "worker": view, "workerProblem": problem,
                     "events": manager_events}, args.output))
     else:
-        out(format_describe(job, view, problem, manager_events, datetime.now(UTC)))
+        out(format_describe(job, view, problem, manager_events, utcnow()))
     return 0
 
 
 async def logs(t: Target, args: Any, write: Callable[[bytes], None]) -> int:
     job = await get_job(t, args.job)
     ns = job["metadata"]["namespace"]
-    req = inspect.LogRequest(container=args.container, index=args.index, follow=args.follow,
+    req = reads.LogRequest(container=args.container, index=args.index, follow=args.follow,
                              previous=args.previous, tail_lines=args.tail)
     if t.config is not None:
-        worker = inspect.where(job).worker
+        worker = reads.where(job).worker
         client = await _worker_client(t, worker)
         try:
             try:
-                pod, resp = await inspect.open_logs(client, job, req)
+                pod, resp = await reads.open_logs(client, job, req)
             except ApiError as exc:
                 print(f"error: worker {worker}: {exc.message} {KWOK_NOTE}", file=sys.stderr)
                 return 1
             wrote = 0
-            async for chunk in inspect.chunks(resp):
+            async for chunk in reads.chunks(resp):
                 wrote += len(chunk)
                 write(chunk)
             if not wrote:
-                summary = inspect.pod_summary(pod)
+                summary = reads.pod_summary(pod)
                 why = (f"{summary['phase']} on node {summary['node']}" if summary["node"]
                        else f"{summary['phase']}, not on a node yet")
                 print(EMPTY_NOTE.format(pod=f"{worker}/{summary['name']}", why=why), file=sys.stderr)

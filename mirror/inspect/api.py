@@ -5,7 +5,7 @@ manager. Each request carries the user's bearer token; the controller asks the m
 API server who it is (TokenReview) and whether that user may ``get`` the Job
 (SubjectAccessReview), then reads the worker with its own worker credentials.
 
-Served over HTTPS (mirror/inspect_tls.py) and reached through the manager API server's
+Served over HTTPS (mirror/inspect/tls.py) and reached through the manager API server's
 service proxy (``/api/v1/namespaces/jobmirror-system/services/https:jobmirror-inspect:inspect/proxy/...``): the
 API server authenticates the caller for the proxy and then *removes* the ``Authorization``
 header (verified against kube-apiserver 1.35), so the plugin sends the token again in
@@ -36,7 +36,8 @@ from aiohttp import web
 from kruntime.client import ApiError, ClusterClient
 from kruntime.names import InvalidName, check_name, check_namespace
 from kruntime.resources import JOBS, Obj, Resource
-from mirror import inspect, metrics
+from mirror import metrics
+from mirror.inspect import reads
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def access_review(user: Obj, attrs: Obj) -> Obj:
     return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
 
 
-def log_request(query: Any) -> inspect.LogRequest:
+def log_request(query: Any) -> reads.LogRequest:
     """Query parameters to a LogRequest; ValueError names a bad one."""
     def flag(k: str) -> bool:
         return str(query.get(k, "")).lower() in ("1", "true", "yes")
@@ -107,7 +108,7 @@ def log_request(query: Any) -> inspect.LogRequest:
         except ValueError:
             raise ValueError(f"query parameter {k}={v!r} is not an integer") from None
 
-    return inspect.LogRequest(container=query.get("container") or None, index=integer("index"),
+    return reads.LogRequest(container=query.get("container") or None, index=integer("index"),
                               follow=flag("follow"), previous=flag("previous"), tail_lines=integer("tailLines"))
 
 
@@ -235,8 +236,8 @@ class InspectApi:
 
     def _worker_of(self, job: Obj) -> tuple[str, ClusterClient] | web.Response:
         try:
-            w = inspect.where(job)
-        except inspect.NotPlaced as exc:
+            w = reads.where(job)
+        except reads.NotPlaced as exc:
             return _error(404, str(exc))
         client = self.workers.get(w.worker)
         if client is None:
@@ -261,7 +262,7 @@ class InspectApi:
         caller, name, client = found
         job = caller.job
         try:
-            return web.json_response(await inspect.worker_view(client, name, job))
+            return web.json_response(await reads.worker_view(client, name, job))
         except ApiError as exc:
             return _error(502, f"worker {name}: {exc}")
 
@@ -286,15 +287,15 @@ class InspectApi:
             metrics.INSPECT_STREAMS.dec()
             self.streams.leave(caller.username)
 
-    async def _stream_logs(self, req: web.Request, job: Obj, lr: inspect.LogRequest, name: str,
+    async def _stream_logs(self, req: web.Request, job: Obj, lr: reads.LogRequest, name: str,
                            client: ClusterClient) -> web.StreamResponse:
         try:
-            pod, upstream = await inspect.open_logs(client, job, lr)
-        except inspect.NotPlaced as exc:
+            pod, upstream = await reads.open_logs(client, job, lr)
+        except reads.NotPlaced as exc:
             return _error(404, str(exc))
         except ApiError as exc:
             return _error(502, f"worker {name}: {exc.message}")
-        stream = inspect.chunks(upstream)
+        stream = reads.chunks(upstream)
         async with contextlib.aclosing(stream):  # the worker's stream is released however this ends
             resp = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8",
                                                "X-Jobmirror-Pod": f"{name}/{pod['metadata']['name']}"})

@@ -1,0 +1,1 @@
+"""What users see: the ``kubectl jobmirror`` plugin, its reads, and the inspect API with its TLS."""
