@@ -122,7 +122,11 @@ def collision_action(*, pinned: bool, same_workload: bool) -> CollisionAction:
     return CollisionAction.REPORT if pinned or same_workload else CollisionAction.REPLACE
 
 
-def collision_retry_delay(reports: int, *, base: float, cap: float = 300.0) -> float:
+#: the longest wait between two looks at a collision or a refusal (seconds)
+RETRY_CAP = 300.0
+
+
+def retry_delay(reports: int, *, base: float, cap: float = RETRY_CAP) -> float:
     """Seconds until a reported collision (or refusal) is looked at again: doubling from ``base``, at most ``cap``."""
     return float(min(cap, base * 2 ** max(0, reports - 1)))
 
@@ -216,6 +220,93 @@ def adoption_target(placed: str | None, configured: Collection[str], live_copies
 
 #: the event reason for a Job placed on a worker that is not in the configuration
 UNCONFIGURED_WORKER = "WorkerNotConfigured"
+
+
+class LostStep(StrEnum):
+    """What a pass does for a Job whose placed worker is unhealthy or no longer configured."""
+
+    MOVE_NOW = "move-now"  # nothing was ever sent there: place the Job elsewhere at once
+    WAIT = "wait"  # keep the last mirrored status; look again when workerLostTimeout could expire
+    FINISH_DECIDED = "finish-decided"  # lost past the timeout with a decided outcome: finish from it
+    MOVE = "move"  # lost past the timeout: place elsewhere; the copy there is deleted when it answers
+
+
+@dataclass(frozen=True)
+class Lost:
+    step: LostStep
+    #: WAIT: seconds until the next look
+    recheck_in: float = 0.0
+    #: WAIT on a worker that is not configured: tell the user once (a WorkerNotConfigured event)
+    say_unconfigured: bool = False
+
+
+def lost_worker(*, configured: bool, never_sent: bool, down_for: float, worker_lost_timeout: float,
+                decided: bool, resync: float, unconfigured_said: bool) -> Lost:
+    """The rule for a Job placed on a worker that does not answer (or is not configured).
+
+    ``never_sent``: the worker's synced cache has no copy and this process never sent a create,
+    so nothing runs there and the Job moves at once. Otherwise a copy may be running: the Job
+    keeps its last mirrored status until ``workerLostTimeout``, then a decided outcome is final
+    (finished from its last status, never run again) and an undecided Job runs elsewhere.
+    """
+    if configured and never_sent:
+        return Lost(LostStep.MOVE_NOW)
+    if down_for < worker_lost_timeout:
+        return Lost(LostStep.WAIT, recheck_in=min(resync, worker_lost_timeout - down_for + 0.5),
+                    say_unconfigured=not configured and not unconfigured_said)
+    return Lost(LostStep.FINISH_DECIDED if decided else LostStep.MOVE)
+
+
+@dataclass(frozen=True)
+class WorkerState:
+    """What the cleanup rule needs to know of one configured worker, for one Job."""
+
+    healthy: bool
+    unhealthy_for: float = 0.0
+    #: its copy cache has listed at least once (a miss there means no copy)
+    synced: bool = True
+    #: this process sent a create for the Job there that the cache may not show yet
+    attempted: bool = False
+
+
+@dataclass(frozen=True)
+class Cleanup:
+    """How a finished or deleted Job lets go of its copies before its finalizer is released."""
+
+    #: workers whose copy (seen in the cache) is deleted now
+    delete: tuple[str, ...] = ()
+    #: workers lost past workerLostTimeout whose copy of a deleted Job is left for GC
+    left_for_gc: tuple[str, ...] = ()
+    #: the placed worker to ask directly: it may hold a copy its cache does not show yet
+    confirm: str | None = None
+    #: a copy may sit on an unreachable worker: keep the finalizer and look again
+    blocked: bool = False
+
+
+def plan_cleanup(copies_on: Iterable[str], placed: str | None, workers: Mapping[str, WorkerState], *,
+                 deleted: bool, worker_lost_timeout: float) -> Cleanup:
+    """Which copies to delete, which to leave for GC, and whether the placed worker must be asked.
+
+    A finished Job waits for every worker; a deleted one stops waiting for a worker lost past
+    ``workerLostTimeout`` (:func:`cleanup_waits_for`), so deletion never hangs forever.
+    """
+    def gives_up_on(w: WorkerState) -> bool:
+        return deleted and not w.healthy and not cleanup_waits_for(w.unhealthy_for,
+                                                                   worker_lost_timeout=worker_lost_timeout)
+
+    copies = sorted(copies_on)
+    left = [name for name in copies if gives_up_on(workers[name])]
+    delete = [name for name in copies if name not in left]
+    pw = workers.get(placed or "")
+    confirm, blocked = None, False
+    if pw is not None and placed not in copies and not (pw.synced and not pw.attempted):
+        if gives_up_on(pw):
+            left.append(str(placed))
+        elif not pw.healthy:
+            blocked = True
+        else:
+            confirm = placed
+    return Cleanup(tuple(delete), tuple(sorted(left)), confirm, blocked)
 
 
 def lost_for(unhealthy_for: float | None, *, configured_for: float) -> float:

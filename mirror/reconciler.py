@@ -32,26 +32,30 @@ from mirror import metrics, tenancy
 from mirror.config import Config, MissingNamespace
 from mirror.decisions import (
     REFUSAL_EXCLUSION,
+    RETRY_CAP,
     SKEW_EXCLUSION,
     UNCONFIGURED_WORKER,
     CollisionAction,
+    LostStep,
     Placement,
     RefusalAction,
     Step,
+    WorkerState,
     adoption_target,
-    cleanup_waits_for,
     collision_action,
-    collision_retry_delay,
     copy_propagation,
     decide,
     decide_placed,
     is_refusal,
     lost_for,
+    lost_worker,
     placement_of,
+    plan_cleanup,
     plan_copy,
     refusal_action,
     refusal_exclusions,
     release_unclaimed,
+    retry_delay,
     says_something_new,
     stale_outcome_from,
     status_to_write,
@@ -93,8 +97,10 @@ class JobMemory:
     collision_reports: int = 0
     #: workers that refused its copy, each until a monotonic deadline
     refused: dict[str, float] = field(default_factory=dict)
-    #: refusals in a row, of a create, a patch or a delete (their retry backoff)
-    refusal_reports: int = 0
+    #: refusals in a row of its copy's create (or of its fields), patch and delete: each its own backoff
+    create_refusals: int = 0
+    patch_refusals: int = 0
+    delete_refusals: int = 0
     #: when a refused spec patch may be tried again (monotonic)
     patch_not_before: float = 0.0
     #: told once that its worker is not configured (not repeated each pass)
@@ -103,19 +109,18 @@ class JobMemory:
     no_worker_said: str | None = None
 
 
-class CopyVanished(Exception):
-    """The decided Job's copy is gone from a healthy worker: finish it, never create it again."""
+@dataclass(frozen=True)
+class FoundOrCreated:
+    """What looking for (and if need be creating) the copy on the placed worker came to."""
 
-    expected = True
-
-
-class CopyDroppedFields(Exception):
-    """The worker created the copy without fields we sent (an older API server pruned them)."""
-
-    def __init__(self, created: Obj, fields: list[str]) -> None:
-        super().__init__(", ".join(fields))
-        self.created = created
-        self.fields = fields
+    #: the copy, found or created; None when none was made (held, or refused by our own rules)
+    copy: Obj | None = None
+    #: the decided Job's copy is gone from a healthy worker: finish it, never create it again
+    vanished: str | None = None
+    #: fields the worker dropped from the created copy (an older API server pruned them)
+    dropped: tuple[str, ...] = ()
+    #: suspended: no copy is made, the manager status says so
+    held: bool = False
 
 
 class StatusRejected(Exception):
@@ -251,17 +256,21 @@ class Reconciler:
         remote = copies.get(worker.name)
         if remote is None:
             try:
-                remote = await self._find_or_create(job, worker, placement)
-            except CopyVanished as gone:
-                return await self._finish_decided(job, str(gone))
-            except CopyDroppedFields as skew:
-                return await self._dropped_fields(job, worker, skew)
+                got = await self._find_or_create(job, worker, placement)
             except ApiError as exc:
                 if not is_refusal(exc.status, missing_namespace=_missing_namespace(exc)):
                     raise
                 return await self._create_refused(job, worker, exc)
-            if remote is None:
+            if got.vanished is not None:
+                return await self._finish_decided(job, got.vanished)
+            if got.dropped:
+                assert got.copy is not None
+                return await self._dropped_fields(job, worker, got.copy, got.dropped)
+            if got.held:
+                await self._write_status(job, None)  # Suspended=True, by us
+            if got.copy is None:
                 return self.cfg.resync_period
+            remote = got.copy
         plan = plan_copy(self.kind, job, remote, origin=self.origin)
         if plan.collision:
             return await self._collision(job, worker, remote)
@@ -408,9 +417,16 @@ class Reconciler:
                 and worker.copy_of(self.kind, job) is None)
 
     async def _handle_unhealthy(self, job: Obj, placement: Placement, worker: WorkerCluster | None) -> float:
-        if worker is not None and self._never_sent(job, worker):
-            # Placed a moment before the worker went away: nothing runs there, move on now.
-            old = worker.name
+        uid, old = job["metadata"]["uid"], placement.worker or ""
+        timeout = self.cfg.worker_lost_timeout
+        down_for = lost_for(worker.unhealthy_for() if worker is not None else None,
+                            configured_for=time.monotonic() - self._started)
+        lost = lost_worker(configured=worker is not None,
+                           never_sent=worker is not None and self._never_sent(job, worker), down_for=down_for,
+                           worker_lost_timeout=timeout, decided=self.kind.decided_status(job, self.now()) is not None,
+                           resync=self.cfg.resync_period, unconfigured_said=self._recalled(uid).unconfigured_noted)
+        if lost.step is LostStep.MOVE_NOW:
+            assert worker is not None
             job, new = await self._place(job, exclude={old})
             if new.worker is None:
                 return self.cfg.resync_period
@@ -418,20 +434,15 @@ class Reconciler:
                                 f"copy was created ({worker.last_error}); placed on {new.worker} instead")
             metrics.REDISPATCHES.labels(old, new.worker).inc()
             return 0.0
-        old = placement.worker or ""
-        timeout = self.cfg.worker_lost_timeout
-        down_for = lost_for(worker.unhealthy_for() if worker is not None else None,
-                            configured_for=time.monotonic() - self._started)
-        if down_for < timeout:
-            if worker is None and not self._recalled(job["metadata"]["uid"]).unconfigured_noted:
-                self._remember_about(job["metadata"]["uid"]).unconfigured_noted = True
+        if lost.step is LostStep.WAIT:
+            if lost.say_unconfigured:
+                self._remember_about(uid).unconfigured_noted = True
                 self.recorder.event(job, WARNING, UNCONFIGURED_WORKER, f"placed on worker {old}, which is not in "
                                     "the configuration (removed, or renamed without its copy being found on a "
                                     f"configured worker): handled as a lost worker, re-dispatched once "
                                     f"workerLostTimeout ({timeout:.0f}s) has passed since this controller "
                                     "started, unless a configured worker shows its copy first")
-            # Keep the last mirrored status; look again when the timeout could expire.
-            return min(self.cfg.resync_period, timeout - down_for + 0.5)
+            return lost.recheck_in
         if worker is None:
             reason = (f"worker {old} is not in the configuration and no configured worker has this Job's copy "
                       f"(workerLostTimeout {timeout:.0f}s passed); a copy still running there is no longer "
@@ -440,7 +451,7 @@ class Reconciler:
             reason = (f"worker {old} unreachable for longer than workerLostTimeout ({timeout:.0f}s): "
                       f"{worker.last_error}")
         self.recorder.event(job, WARNING, "WorkerLost", reason)
-        if self.kind.decided_status(job, self.now()) is not None:
+        if lost.step is LostStep.FINISH_DECIDED:
             finished = await self._finish_decided(job, f"its worker {old} is lost")
             return 0.0 if finished is None else finished
         job, new = await self._place(job, exclude={old})
@@ -499,40 +510,42 @@ class Reconciler:
             log.info("worker %s: a slow %s call for %s ended with %s (its next pass reads the outcome)", worker,
                      verb, uid, task.exception())
 
-    async def _find_or_create(self, job: Obj, worker: WorkerCluster, placement: Placement) -> Obj | None:
+    async def _find_or_create(self, job: Obj, worker: WorkerCluster, placement: Placement) -> FoundOrCreated:
+        """The copy on the placed worker, created when missing; a refusal raises (the caller's to judge)."""
         ns = job["metadata"]["namespace"]
         uid = job["metadata"]["uid"]
         if uid in self._attempted[worker.name] or not worker.synced(self.kind):
             # We may have created it a moment ago (the cache lags) or cannot trust the cache:
             # ask the server. Otherwise the synced cache is authoritative and we save a call.
             try:
-                return await self._remote_call(worker, worker.client.get(self.resource, ns, placement.remote_name))
+                return FoundOrCreated(await self._remote_call(
+                    worker, worker.client.get(self.resource, ns, placement.remote_name)))
             except ApiError as exc:
                 if not exc.not_found:
                     raise
         if self.kind.decided_status(job, self.now()) is not None:
-            raise CopyVanished(f"its copy {ns}/{placement.remote_name} is gone from worker {worker.name}")
+            return FoundOrCreated(vanished=f"its copy {ns}/{placement.remote_name} is gone from worker {worker.name}")
         if self.kind.is_suspended(job):
-            await self._write_status(job, None)
-            return None
+            return FoundOrCreated(held=True)
         body = self.kind.build_copy(job, origin=self.origin, origin_cluster=self.manager_cluster,
                                     remote_name=placement.remote_name)
         try:
             created = await self._create(job, worker, ns, body)
         except ApiError as exc:
             if exc.already_exists:
-                return await self._remote_call(worker, worker.client.get(self.resource, ns, placement.remote_name))
+                return FoundOrCreated(await self._remote_call(
+                    worker, worker.client.get(self.resource, ns, placement.remote_name)))
             raise
         if created is None:
-            return None
+            return FoundOrCreated()
         dropped = self.kind.dropped_fields(body, created)
         if dropped:
-            raise CopyDroppedFields(created, dropped)
+            return FoundOrCreated(created, dropped=tuple(dropped))
         self._pending[worker.name].add(job["metadata"]["uid"])
         metrics.DISPATCHES.labels(worker.name).inc()
-        self._recalled(job["metadata"]["uid"]).refusal_reports = 0
+        self._recalled(job["metadata"]["uid"]).create_refusals = 0
         self.recorder.event(job, NORMAL, "Dispatched", f"created {ns}/{placement.remote_name} on worker {worker.name}")
-        return created
+        return FoundOrCreated(created)
 
     async def _create(self, job: Obj, worker: WorkerCluster, ns: str, body: Obj) -> Obj | None:
         if not tenancy.may_use(ns, self.cfg.worker_namespaces):
@@ -572,22 +585,24 @@ class Reconciler:
                      namespace["metadata"]["labels"])
         return await self._remote_call(worker, worker.client.create(self.resource, ns, body))
 
-    def _refusal_delay(self, uid: str) -> float:
-        """Count one more refusal for ``uid``; the seconds until it is tried again (doubling, capped)."""
+    def _refusal_delay(self, uid: str, verb: str) -> float:
+        """Count one more refusal of ``verb`` (create, patch, delete) for ``uid``; the seconds until it
+        is tried again (doubling, capped)."""
         memory = self._remember_about(uid)
-        memory.refusal_reports += 1
-        return collision_retry_delay(memory.refusal_reports, base=self.cfg.resync_period)
+        reports = getattr(memory, f"{verb}_refusals") + 1
+        setattr(memory, f"{verb}_refusals", reports)
+        return retry_delay(reports, base=self.cfg.resync_period)
 
-    async def _dropped_fields(self, job: Obj, worker: WorkerCluster, skew: CopyDroppedFields) -> float:
+    async def _dropped_fields(self, job: Obj, worker: WorkerCluster, created: Obj, fields: tuple[str, ...]) -> float:
         """The worker would run the copy with other semantics: delete it at once, never let it run.
 
         Handled as a refusal of that worker for this Job (``SKEW_EXCLUSION``): placed elsewhere
         when unpinned and another worker can take it, else kept pending and retried with backoff.
         """
         md = job["metadata"]
-        deleted = await self._delete_remote(job, worker, skew.created, "dropped fields")
+        deleted = await self._delete_remote(job, worker, created, "dropped fields")
         what = (f"worker {worker.name} dropped fields of {md['namespace']}/{md['name']} it does not know "
-                f"(older Kubernetes?): {skew}; the copy would run with other semantics, so it was "
+                f"(older Kubernetes?): {', '.join(fields)}; the copy would run with other semantics, so it was "
                 + ("deleted at once" if deleted else "not deleted yet (retried)"))
         return await self._create_refused(job, worker, what, exclusion=SKEW_EXCLUSION, reason="WorkerDroppedFields",
                                           verb="skew", left_copy=not deleted)
@@ -607,7 +622,7 @@ class Reconciler:
             self._attempted[worker.name].discard(uid)  # a refused create left nothing behind
         metrics.WORKER_REFUSALS.labels(worker.name, verb).inc()
         self._remember_about(uid).refused[worker.name] = time.monotonic() + exclusion
-        delay = self._refusal_delay(uid)
+        delay = self._refusal_delay(uid, "create")
         if isinstance(what, ApiError):
             what = f"worker {worker.name} refused to create {md['namespace']}/{md['name']}: {what.message}"
         pinned = ANNOTATION_PIN in annotations_of(job)
@@ -624,7 +639,7 @@ class Reconciler:
             metrics.REDISPATCHES.labels(worker.name, chosen.worker).inc()
             return 0.0
         self.recorder.event(job, WARNING, reason, f"{what}; {why}: retried with backoff (at most every "
-                            f"{collision_retry_delay(99, base=self.cfg.resync_period):.0f}s)")
+                            f"{RETRY_CAP:.0f}s)")
         log.warning("%s/%s: %s; next try in %.0fs", md["namespace"], md["name"], what, delay)
         return delay
 
@@ -655,15 +670,15 @@ class Reconciler:
                                     f"the suspended copy's pod template ({exc.message}); deleted it to be "
                                     "created again from the manager's template")
                 return 0.0
-            delay = self._refusal_delay(uid)
+            delay = self._refusal_delay(uid, "patch")
             self._remember_about(uid).patch_not_before = time.monotonic() + delay
             self.recorder.event(job, WARNING, "WorkerRefused", f"worker {worker.name} refused the spec change "
                                 f"{patch} on {md['namespace']}/{md['name']}: {exc.message}; status is still "
                                 "mirrored, the change is retried with backoff (at most every "
-                                f"{collision_retry_delay(99, base=self.cfg.resync_period):.0f}s)")
+                                f"{RETRY_CAP:.0f}s)")
             return delay
         memory = self._recalled(uid)
-        memory.patch_not_before, memory.refusal_reports = 0.0, 0
+        memory.patch_not_before, memory.patch_refusals = 0.0, 0
         return self.cfg.resync_period
 
     async def _pods_left(self, worker: WorkerCluster, remote: Obj) -> list[str]:
@@ -706,9 +721,9 @@ class Reconciler:
                    else "it carries this Job's uid under another origin, so running it elsewhere would run it twice")
         memory = self._remember_about(uid)
         memory.collision_reports += 1
-        delay = collision_retry_delay(memory.collision_reports, base=self.cfg.resync_period)
+        delay = retry_delay(memory.collision_reports, base=self.cfg.resync_period)
         self.recorder.event(job, WARNING, "NameCollision", f"{what}; {why}: retried with backoff (at most every "
-                            f"{collision_retry_delay(99, base=self.cfg.resync_period):.0f}s)")
+                            f"{RETRY_CAP:.0f}s)")
         log.warning("%s/%s: name collision on %s (%s); next look in %.0fs", job["metadata"]["namespace"],
                     job["metadata"]["name"], worker.name, why, delay)
         return delay
@@ -735,7 +750,7 @@ class Reconciler:
             if not is_refusal(exc.status):
                 raise
             metrics.WORKER_REFUSALS.labels(worker.name, "delete").inc()
-            self._refusal_delay(job["metadata"]["uid"])
+            self._refusal_delay(job["metadata"]["uid"], "delete")
             self.recorder.event(job, WARNING, "WorkerRefused", f"worker {worker.name} refused to delete "
                                 f"{md['namespace']}/{md['name']} ({reason}): {exc.message}; retried with backoff")
             return False
@@ -808,7 +823,7 @@ class Reconciler:
         return await self._finish(job, copies)
 
     async def _finalize(self, job: Obj, copies: dict[str, Obj]) -> float | None:
-        """Delete every copy we know of, then release the manager Job's finalizer.
+        """Delete every copy we know of, then release the manager Job's finalizer (:func:`plan_cleanup`).
 
         A copy on an unreachable worker keeps the finalizer (and this key re-queued)
         until the worker answers: cleanup is retried until it succeeds.
@@ -817,48 +832,33 @@ class Reconciler:
         deleted = bool(job["metadata"].get("deletionTimestamp"))
         reason = "deleted" if deleted else "finished"
         propagation = copy_propagation(job) if deleted else "Background"
-        all_gone = True
-        left: set[str] = set()  # deleted Job, copy on a worker lost past workerLostTimeout: left for GC
-
-        def gives_up_on(w: WorkerCluster) -> bool:
-            return deleted and not w.healthy and not cleanup_waits_for(
-                w.unhealthy_for(), worker_lost_timeout=self.cfg.worker_lost_timeout)
-
-        for name, c in copies.items():
-            if gives_up_on(self.workers[name]):
-                left.add(name)
-                continue
-            all_gone &= await self._delete_remote(job, self.workers[name], c, reason, propagation)
         placement = placement_of(job)
-        pw = self.workers.get(placement.worker or "")
-        trusted = pw is not None and pw.synced(self.kind) and uid not in self._attempted[pw.name]
-        if pw is not None and pw.name not in copies and not trusted:
-            # We sent a create there that the cache has not shown yet (or the cache is not
-            # synced): confirm with the server before letting go.
-            if gives_up_on(pw):
-                left.add(pw.name)
-            elif not pw.healthy:
-                all_gone = False
+        plan = plan_cleanup(copies, placement.worker, {
+            name: WorkerState(w.healthy, w.unhealthy_for(), w.synced(self.kind), uid in self._attempted[name])
+            for name, w in self.workers.items()}, deleted=deleted, worker_lost_timeout=self.cfg.worker_lost_timeout)
+        all_gone = not plan.blocked
+        for name in plan.delete:
+            all_gone &= await self._delete_remote(job, self.workers[name], copies[name], reason, propagation)
+        if plan.confirm is not None:
+            pw = self.workers[plan.confirm]
+            try:
+                remote = await self._remote_call(
+                    pw, pw.client.get(self.resource, job["metadata"]["namespace"], placement.remote_name))
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
             else:
-                try:
-                    remote = await self._remote_call(
-                        pw, pw.client.get(self.resource, job["metadata"]["namespace"], placement.remote_name))
-                except ApiError as exc:
-                    if not exc.not_found:
-                        raise
-                else:
-                    if is_copy_of(self.kind.name, remote, job, origin=self.origin):
-                        all_gone &= await self._delete_remote(job, pw, remote, reason, propagation)
+                if is_copy_of(self.kind.name, remote, job, origin=self.origin):
+                    all_gone &= await self._delete_remote(job, pw, remote, reason, propagation)
         if not all_gone:
-            refusals = self._recalled(uid).refusal_reports
-            return collision_retry_delay(refusals, base=min(self.cfg.resync_period, 5.0))
+            return retry_delay(self._recalled(uid).delete_refusals, base=min(self.cfg.resync_period, 5.0))
         self.forget(uid)
         await self._drop_finalizer(job)
-        if deleted and placement.worker is not None and pw is None and not copies:
+        if deleted and placement.worker is not None and placement.worker not in self.workers and not copies:
             self.recorder.event(job, WARNING, "CopyLeftForGC", f"worker {placement.worker} is not in the "
                                 "configuration: the finalizer is released without deleting a copy there; delete "
                                 "it on that cluster, or configure the worker again and garbage collection does")
-        for name in sorted(left):
+        for name in plan.left_for_gc:
             metrics.COPIES_LEFT_FOR_GC.labels(name).inc()
             self.recorder.event(job, WARNING, "CopyLeftForGC", f"worker {name} has been unreachable for longer than "
                                 f"workerLostTimeout ({self.cfg.worker_lost_timeout:.0f}s): the finalizer is released "

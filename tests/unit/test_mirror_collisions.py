@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirror.decisions import CollisionAction, collision_action, collision_retry_delay
+from mirror.decisions import CollisionAction, collision_action, retry_delay
 
 
 @pytest.mark.parametrize(
@@ -26,5 +26,5 @@ def test_collision_action(pinned: bool, same_workload: bool, expected: Collision
     [(0, 30.0), (1, 30.0), (2, 60.0), (4, 240.0), (5, 300.0), (50, 300.0)],
     ids=["none-yet", "first", "second", "fourth", "capped", "long-after"],
 )
-def test_collision_retry_delay_doubles_and_is_bounded(reports: int, expected: float) -> None:
-    assert collision_retry_delay(reports, base=30.0) == expected
+def test_retry_delay_doubles_and_is_bounded(reports: int, expected: float) -> None:
+    assert retry_delay(reports, base=30.0) == expected
