@@ -259,7 +259,7 @@ def lost_worker(*, configured: bool, never_sent: bool, down_for: float, worker_l
 
 @dataclass(frozen=True)
 class WorkerState:
-    """What the cleanup rule needs to know of one configured worker, for one Job."""
+    """What a pass (and the cleanup rule) knows of one configured worker, for one Job."""
 
     healthy: bool
     unhealthy_for: float = 0.0
@@ -267,6 +267,8 @@ class WorkerState:
     synced: bool = True
     #: this process sent a create for the Job there that the cache may not show yet
     attempted: bool = False
+    #: no copy can be there: its synced cache shows none and this process never sent a create
+    never_sent: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,14 @@
-"""The level-triggered reconcile of one manager object of one kind. It only orchestrates.
+"""The level-triggered reconcile of one manager object of one kind: read → plan → act.
 
-Decisions live in pure modules (``decisions``, ``placement``, and the kind's own behind
-``kinds.MirroredKind``); this module reads the caches, calls them, and performs at most a
-few writes per pass. It
-is safe to kill at any line: placement is recorded on the manager Job (with a
-resourceVersion precondition) *before* the copy is created, so a restart finds the
-same worker and never creates a second copy elsewhere.
+A pass reads everything about one object once (:meth:`Reconciler._read`: the object, its
+copies in every worker cache, each worker's state, what passes remember) into a
+:class:`mirror.plan.Group`, asks :func:`mirror.plan.next_action` what to do, performs that one
+action (:meth:`Reconciler._act`), folds what it learned back into the group and asks again,
+until the plan says when to look next. The rules live in pure modules (``plan``,
+``decisions``, ``placement`` and the kind's own behind ``kinds.MirroredKind``); this module
+performs the reads and writes the plan names. It is safe to kill at any line: placement is
+recorded on the manager object (with a resourceVersion precondition) *before* the copy is
+created, so a restart finds the same worker and never creates a second copy elsewhere.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Collection, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -36,28 +39,22 @@ from mirror.decisions import (
     SKEW_EXCLUSION,
     UNCONFIGURED_WORKER,
     CollisionAction,
+    Lost,
     LostStep,
     Placement,
     RefusalAction,
-    Step,
     WorkerState,
     adoption_target,
     collision_action,
     copy_propagation,
-    decide,
-    decide_placed,
     is_refusal,
-    lost_for,
-    lost_worker,
     placement_of,
     plan_cleanup,
-    plan_copy,
     refusal_action,
     refusal_exclusions,
     release_unclaimed,
     retry_delay,
     says_something_new,
-    stale_outcome_from,
     status_to_write,
 )
 from mirror.identity import is_copy_of, labels_of_copy
@@ -72,6 +69,7 @@ from mirror.naming import (
     derived_remote_name,
 )
 from mirror.placement import NoWorker, PlacementPolicy, WorkerView, explain
+from mirror.plan import MAX_ACTIONS, Action, Do, Found, Group, next_action
 from mirror.propagation import StatusLag
 from mirror.workers import WorkerBusy, WorkerCluster
 
@@ -110,17 +108,10 @@ class JobMemory:
 
 
 @dataclass(frozen=True)
-class FoundOrCreated:
-    """What looking for (and if need be creating) the copy on the placed worker came to."""
+class Done:
+    """The pass is over: look at the object again after ``after`` seconds (None: when an event comes)."""
 
-    #: the copy, found or created; None when none was made (held, or refused by our own rules)
-    copy: Obj | None = None
-    #: the decided Job's copy is gone from a healthy worker: finish it, never create it again
-    vanished: str | None = None
-    #: fields the worker dropped from the created copy (an older API server pruned them)
-    dropped: tuple[str, ...] = ()
-    #: suspended: no copy is made, the manager status says so
-    held: bool = False
+    after: float | None
 
 
 class StatusRejected(Exception):
@@ -205,85 +196,105 @@ class Reconciler:
                 _PASS_UID.reset(pass_of)
 
     async def _reconcile(self, job: Obj) -> float | None:
+        """Read the group once, then act on the plan's next action until it says to stop."""
+        group = self._read(job)
+        for _ in range(MAX_ACTIONS):
+            action = next_action(self.kind, group)
+            if action.do is Do.REQUEUE:
+                return action.after
+            log.debug("%s/%s: %s%s", job["metadata"]["namespace"], job["metadata"]["name"], action.do,
+                      f" on {action.worker}" if action.worker else "")
+            done = await self._act(action, group)
+            if isinstance(done, Done):
+                return done.after
+            group = replace(done, workers=self._worker_states(done.job))
+        log.error("%s/%s: the pass did not settle after %d actions (last: %s); looked at again after the resync "
+                  "period", job["metadata"]["namespace"], job["metadata"]["name"], MAX_ACTIONS, action.do)
+        metrics.RECONCILE_ERRORS.labels("unsettled").inc()
+        return self.cfg.resync_period
+
+    def _read(self, job: Obj) -> Group:
+        """Everything a pass needs about ``job``, from the caches and what passes remember."""
         uid = job["metadata"]["uid"]
-        placement = placement_of(job)
         copies = {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, job)) is not None}
         for name in copies:
             self._pending[name].discard(uid)
+        return Group(job, copies, self._worker_states(job), now=self.now(), origin=self.origin,
+                     resync=self.cfg.resync_period, worker_lost_timeout=self.cfg.worker_lost_timeout,
+                     configured_for=time.monotonic() - self._started,
+                     unconfigured_said=self._recalled(uid).unconfigured_noted)
 
-        step = decide(self.kind, job, placement, copies)
-        if step is Step.FINALIZE:
-            return await self._finalize(job, copies)
-        if step is Step.FINISH:
-            return await self._finish(job, copies)
+    def _worker_states(self, job: Obj) -> dict[str, WorkerState]:
+        """Each worker as a pass sees it (re-read after every action: a call may have found one down)."""
+        uid = job["metadata"]["uid"]
+        return {name: WorkerState(w.healthy, w.unhealthy_for(), w.synced(self.kind), uid in self._attempted[name],
+                                  never_sent=self._never_sent(job, w))
+                for name, w in self.workers.items()}
 
-        if step is Step.CONFIRM_PLACEMENT:
-            confirmed = await self._confirm_placement(job, copies)
-            if confirmed is None:
-                return self.cfg.resync_period
-            job, placement = confirmed
-            used = stale_outcome_from(self.kind, job, placement, copies, self.now())
-            if used is not None:
-                job = await self._write_status(job, copies[used])
-                self.recorder.event(job, NORMAL, "StaleCopyOutcomeUsed", f"the copy left on worker {used} finished "
-                                    f"({self.kind.state(copies[used])}) while the Job was re-dispatched to "
-                                    f"{placement.worker}; its outcome is used, the other copy is deleted")
-                if self.kind.is_finished(job):
-                    return await self._finish(job, copies)
-            # Copies on workers other than the placement: a lost worker came back, or a
-            # re-dispatch raced. They are ours (origin uid matches): delete them.
-            for name, c in copies.items():
-                if name != placement.worker:
-                    await self._delete_remote(job, self.workers[name], c, "stale")
-            step = decide_placed(self.kind, job, placement)
-
-        if step is Step.HOLD:
-            job = await self._ensure_finalizer(job)
-            await self._write_status(job, None)  # Suspended=True, by us; no copy yet
-            return self.cfg.resync_period
-        if step is Step.PLACE:
-            # One write records both the finalizer and the placement.
-            job, placement = await self._place(job)
-            if placement.worker is None:
-                return self.cfg.resync_period
-
-        job = await self._ensure_finalizer(job)  # a no-op unless someone removed it
-        assert placement.worker is not None
-        worker = self.workers.get(placement.worker)
-        if worker is None or not worker.healthy:
-            return await self._handle_unhealthy(job, placement, worker)
-
-        remote = copies.get(worker.name)
-        if remote is None:
-            try:
-                got = await self._find_or_create(job, worker, placement)
-            except ApiError as exc:
-                if not is_refusal(exc.status, missing_namespace=_missing_namespace(exc)):
-                    raise
-                return await self._create_refused(job, worker, exc)
-            if got.vanished is not None:
-                return await self._finish_decided(job, got.vanished)
-            if got.dropped:
-                assert got.copy is not None
-                return await self._dropped_fields(job, worker, got.copy, got.dropped)
-            if got.held:
-                await self._write_status(job, None)  # Suspended=True, by us
-            if got.copy is None:
-                return self.cfg.resync_period
-            remote = got.copy
-        plan = plan_copy(self.kind, job, remote, origin=self.origin)
-        if plan.collision:
-            return await self._collision(job, worker, remote)
-
-        # Status first: a worker refusing the spec change must not stop the mirroring.
-        job = await self._write_status(job, remote)
-        if self.kind.is_finished(job):
-            # Finish in this pass: the status write's own watch event is not waited for
-            # (status-only manager events are not enqueued, see controller.py).
-            return await self._finish(job, copies | {worker.name: remote})
-        if plan.spec_patch is not None:
-            return await self._patch_copy(job, worker, remote, plan.spec_patch)
-        return self.cfg.resync_period
+    async def _act(self, action: Action, g: Group) -> Group | Done:
+        """Perform one action; the group as it learned, or Done with when to look again."""
+        job = g.job
+        worker = self.workers.get(action.worker or "")
+        match action.do:
+            case Do.FINALIZE:
+                return Done(await self._finalize(job, dict(g.copies)))
+            case Do.FINISH:
+                return Done(await self._finish(job, dict(g.copies)))
+            case Do.CONFIRM_PLACEMENT:
+                confirmed = await self._confirm_placement(job, dict(g.copies))
+                if confirmed is None:
+                    return Done(self.cfg.resync_period)
+                return replace(g, job=confirmed, confirmed=True)
+            case Do.USE_STALE_OUTCOME:
+                assert action.worker is not None
+                stale = g.copies[action.worker]
+                job = await self._write_status(job, stale, g.now)
+                self.recorder.event(job, NORMAL, "StaleCopyOutcomeUsed", f"the copy left on worker {action.worker} "
+                                    f"finished ({self.kind.state(stale)}) while the Job was re-dispatched to "
+                                    f"{g.placement.worker}; its outcome is used, the other copy is deleted")
+                return replace(g, job=job, stale_used=True)
+            case Do.DELETE_STALE:
+                # A lost worker came back, or a re-dispatch raced: the copy is ours (origin uid matches).
+                assert worker is not None
+                await self._delete_remote(job, worker, g.copies[worker.name], "stale")
+                return replace(g, handled=g.handled | {worker.name})
+            case Do.PLACE:
+                job, placement = await self._place(job)  # one write: the finalizer and the placement
+                return Done(self.cfg.resync_period) if placement.worker is None else replace(g, job=job)
+            case Do.ENSURE_FINALIZER:
+                return replace(g, job=await self._ensure_finalizer(job))
+            case Do.LOST:
+                assert action.lost is not None
+                return Done(await self._handle_unhealthy(job, g.placement, worker, action.lost))
+            case Do.FIND_OR_CREATE:
+                assert worker is not None
+                try:
+                    got, found = await self._find_or_create(job, worker, g.placement)
+                except ApiError as exc:
+                    if not is_refusal(exc.status, missing_namespace=_missing_namespace(exc)):
+                        raise
+                    return replace(g, found=Found(refused=exc))
+                copies = dict(g.copies) if got is None else {**g.copies, worker.name: got}
+                return replace(g, copies=copies, found=found)
+            case Do.CREATE_REFUSED:
+                assert worker is not None and g.found is not None and g.found.refused is not None
+                return Done(await self._create_refused(job, worker, g.found.refused))
+            case Do.FINISH_DECIDED:
+                assert g.found is not None and g.found.vanished is not None
+                return Done(await self._finish_decided(job, g.found.vanished))
+            case Do.DROPPED_FIELDS:
+                assert worker is not None and g.found is not None
+                return Done(await self._dropped_fields(job, worker, g.copies[worker.name], g.found.dropped))
+            case Do.COLLISION:
+                assert worker is not None
+                return Done(await self._collision(job, worker, g.copies[worker.name]))
+            case Do.WRITE_STATUS:
+                remote = g.copies.get(action.worker) if action.worker else None
+                return replace(g, job=await self._write_status(job, remote, g.now), wrote_status=True)
+            case Do.PATCH_COPY:
+                assert worker is not None and action.patch is not None
+                return Done(await self._patch_copy(job, worker, g.copies[worker.name], action.patch))
+        raise AssertionError(f"no way to perform {action}")
 
     # -- read-your-writes ------------------------------------------------------------------
 
@@ -301,7 +312,7 @@ class Reconciler:
 
     # -- placement ------------------------------------------------------------------------
 
-    async def _confirm_placement(self, job: Obj, copies: dict[str, Obj]) -> tuple[Obj, Placement] | None:
+    async def _confirm_placement(self, job: Obj, copies: dict[str, Obj]) -> Obj | None:
         """Placement read from the server, before a copy is deleted for being off-placement.
 
         Deleting a copy is irreversible, and the manager cache can lag our own placement
@@ -324,18 +335,18 @@ class Reconciler:
         adopted = adoption_target(placement.worker, self.workers,
                                   (name for name in copies if self.workers[name].healthy))
         if adopted is None:
-            return fresh, placement
+            return fresh
         remote_name = copies[adopted]["metadata"]["name"]
         log.info("adopting copy %s on %s for %s/%s (placement was %s)", remote_name, adopted,
                  md["namespace"], md["name"], placement.worker or "missing")
-        fresh, moved = await self._record_placement(fresh, adopted, remote_name,
-                                                    f"adopted: worker {adopted} has this Job's copy {remote_name}")
+        fresh, _ = await self._record_placement(fresh, adopted, remote_name,
+                                                f"adopted: worker {adopted} has this Job's copy {remote_name}")
         if placement.worker is not None:
             self.recorder.event(fresh, NORMAL, "PlacementMoved", f"worker {placement.worker} is no longer "
                                 f"configured and worker {adopted} has this Job's copy {remote_name} (the same "
                                 "cluster under a new name, or the copy moved there): the placement moves to "
                                 f"{adopted} and the copy keeps running")
-        return fresh, moved
+        return fresh
 
     def worker_views(self, exclude: Collection[str] = ()) -> list[WorkerView]:
         return [
@@ -416,15 +427,10 @@ class Reconciler:
         return (worker.synced(self.kind) and uid not in self._attempted[worker.name]
                 and worker.copy_of(self.kind, job) is None)
 
-    async def _handle_unhealthy(self, job: Obj, placement: Placement, worker: WorkerCluster | None) -> float:
-        uid, old = job["metadata"]["uid"], placement.worker or ""
-        timeout = self.cfg.worker_lost_timeout
-        down_for = lost_for(worker.unhealthy_for() if worker is not None else None,
-                            configured_for=time.monotonic() - self._started)
-        lost = lost_worker(configured=worker is not None,
-                           never_sent=worker is not None and self._never_sent(job, worker), down_for=down_for,
-                           worker_lost_timeout=timeout, decided=self.kind.decided_status(job, self.now()) is not None,
-                           resync=self.cfg.resync_period, unconfigured_said=self._recalled(uid).unconfigured_noted)
+    async def _handle_unhealthy(self, job: Obj, placement: Placement, worker: WorkerCluster | None,
+                                lost: Lost) -> float:
+        """Act on the lost-worker rule's decision (:func:`mirror.decisions.lost_worker`)."""
+        uid, old, timeout = job["metadata"]["uid"], placement.worker or "", self.cfg.worker_lost_timeout
         if lost.step is LostStep.MOVE_NOW:
             assert worker is not None
             job, new = await self._place(job, exclude={old})
@@ -510,42 +516,44 @@ class Reconciler:
             log.info("worker %s: a slow %s call for %s ended with %s (its next pass reads the outcome)", worker,
                      verb, uid, task.exception())
 
-    async def _find_or_create(self, job: Obj, worker: WorkerCluster, placement: Placement) -> FoundOrCreated:
-        """The copy on the placed worker, created when missing; a refusal raises (the caller's to judge)."""
+    async def _find_or_create(self, job: Obj, worker: WorkerCluster,
+                              placement: Placement) -> tuple[Obj | None, Found]:
+        """The copy on the placed worker, created when missing, and what that came to; a refusal raises
+        (the plan judges it)."""
         ns = job["metadata"]["namespace"]
         uid = job["metadata"]["uid"]
         if uid in self._attempted[worker.name] or not worker.synced(self.kind):
             # We may have created it a moment ago (the cache lags) or cannot trust the cache:
             # ask the server. Otherwise the synced cache is authoritative and we save a call.
             try:
-                return FoundOrCreated(await self._remote_call(
-                    worker, worker.client.get(self.resource, ns, placement.remote_name)))
+                return await self._remote_call(worker, worker.client.get(self.resource, ns, placement.remote_name)), \
+                    Found()
             except ApiError as exc:
                 if not exc.not_found:
                     raise
         if self.kind.decided_status(job, self.now()) is not None:
-            return FoundOrCreated(vanished=f"its copy {ns}/{placement.remote_name} is gone from worker {worker.name}")
+            return None, Found(vanished=f"its copy {ns}/{placement.remote_name} is gone from worker {worker.name}")
         if self.kind.is_suspended(job):
-            return FoundOrCreated(held=True)
+            return None, Found(held=True)
         body = self.kind.build_copy(job, origin=self.origin, origin_cluster=self.manager_cluster,
                                     remote_name=placement.remote_name)
         try:
             created = await self._create(job, worker, ns, body)
         except ApiError as exc:
             if exc.already_exists:
-                return FoundOrCreated(await self._remote_call(
-                    worker, worker.client.get(self.resource, ns, placement.remote_name)))
+                return await self._remote_call(worker, worker.client.get(self.resource, ns, placement.remote_name)), \
+                    Found()
             raise
         if created is None:
-            return FoundOrCreated()
+            return None, Found()
         dropped = self.kind.dropped_fields(body, created)
         if dropped:
-            return FoundOrCreated(created, dropped=tuple(dropped))
+            return created, Found(dropped=tuple(dropped))
         self._pending[worker.name].add(job["metadata"]["uid"])
         metrics.DISPATCHES.labels(worker.name).inc()
         self._recalled(job["metadata"]["uid"]).create_refusals = 0
         self.recorder.event(job, NORMAL, "Dispatched", f"created {ns}/{placement.remote_name} on worker {worker.name}")
-        return FoundOrCreated(created)
+        return created, Found()
 
     async def _create(self, job: Obj, worker: WorkerCluster, ns: str, body: Obj) -> Obj | None:
         if not tenancy.may_use(ns, self.cfg.worker_namespaces):
@@ -884,9 +892,9 @@ class Reconciler:
         self._memory.pop(uid, None)
         self.status_lag.forget(uid)
 
-    async def _write_status(self, job: Obj, remote: Obj | None) -> Obj:
+    async def _write_status(self, job: Obj, remote: Obj | None, now: datetime) -> Obj:
         """The manager Job after the write (``job`` itself when nothing changed)."""
-        desired = status_to_write(self.kind, job, remote, self.now())
+        desired = status_to_write(self.kind, job, remote, now)
         uid = job["metadata"]["uid"]
         if desired is None:
             if remote is not None:

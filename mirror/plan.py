@@ -1,0 +1,194 @@
+"""One reconcile pass as a plan: what is known about one manager object (a :class:`Group`), and
+the next thing to do about it (:func:`next_action`) — pure, so a table test drives it.
+
+The reconciler reads the group once from its caches and memory, asks for the next action,
+performs it, folds what the action learned back into the group (the written object, the copy
+it created or found) and asks again, until the plan says to stop (``REQUEUE``). Every rule of
+the pass is here or in the pure functions it calls (``mirror.decisions``, the kind's own); the
+reconciler only performs writes and reads. The steps, in the order a pass meets them:
+
+1. deleted → FINALIZE; finished → FINISH;
+2. a copy off the recorded placement → CONFIRM_PLACEMENT (re-read the object), then take a
+   stale copy's outcome (USE_STALE_OUTCOME) and delete the other copies (DELETE_STALE);
+3. not placed → HOLD's bookkeeping when suspended, else PLACE;
+4. our finalizer missing → ENSURE_FINALIZER;
+5. the placed worker unhealthy or unconfigured → LOST (:func:`mirror.decisions.lost_worker`);
+6. no copy there → FIND_OR_CREATE, then what it found: refused, vanished (decided outcome),
+   created without fields (version skew), held (suspended) or nothing made;
+7. a copy that is not ours → COLLISION;
+8. WRITE_STATUS when the mirrored status would change; then FINISH if that finished it;
+9. PATCH_COPY when the copy's mutable spec differs; else REQUEUE after the resync period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from jobapi.objects import annotations_of
+from kruntime.client import ApiError
+from kruntime.resources import Obj
+from mirror.decisions import (
+    Lost,
+    Placement,
+    Step,
+    WorkerState,
+    decide,
+    lost_for,
+    lost_worker,
+    placement_of,
+    plan_copy,
+    stale_outcome_from,
+    status_to_write,
+)
+from mirror.kinds import MirroredKind
+from mirror.naming import ANNOTATION_CLAIMED_BY, FINALIZER
+
+#: a pass that has not stopped after this many actions is cut short (a planning bug, not a state)
+MAX_ACTIONS = 16
+
+
+class Do(StrEnum):
+    FINALIZE = "finalize"
+    FINISH = "finish"
+    CONFIRM_PLACEMENT = "confirm-placement"
+    USE_STALE_OUTCOME = "use-stale-outcome"
+    DELETE_STALE = "delete-stale"
+    PLACE = "place"
+    ENSURE_FINALIZER = "ensure-finalizer"
+    LOST = "lost"
+    FIND_OR_CREATE = "find-or-create"
+    CREATE_REFUSED = "create-refused"
+    FINISH_DECIDED = "finish-decided"
+    DROPPED_FIELDS = "dropped-fields"
+    COLLISION = "collision"
+    WRITE_STATUS = "write-status"
+    PATCH_COPY = "patch-copy"
+    REQUEUE = "requeue"
+
+
+@dataclass(frozen=True)
+class Action:
+    do: Do
+    #: the worker it concerns (its copy, for DELETE_STALE and USE_STALE_OUTCOME)
+    worker: str | None = None
+    #: REQUEUE: seconds until the next pass (None: only an event brings it back)
+    after: float | None = None
+    #: LOST: what the lost-worker rule decided
+    lost: Lost | None = None
+    #: PATCH_COPY: the merge patch for the copy's spec
+    patch: Obj | None = None
+
+
+@dataclass(frozen=True)
+class Found:
+    """What FIND_OR_CREATE came to on the placed worker (none of these: nothing was made)."""
+
+    #: a worker's definite "no" to the create (quota, admission, 422)
+    refused: ApiError | None = None
+    #: the decided object's copy is gone from a healthy worker: finish it, never run it again
+    vanished: str | None = None
+    #: fields the worker dropped from the created copy (an older API server)
+    dropped: tuple[str, ...] = ()
+    #: suspended: no copy is made, the status says so
+    held: bool = False
+
+
+@dataclass(frozen=True)
+class Group:
+    """Everything one pass knows about one manager object."""
+
+    job: Obj
+    #: our copies of it, per worker, from the worker caches (and what this pass created or found)
+    copies: Mapping[str, Obj]
+    #: every configured worker as this pass sees it
+    workers: Mapping[str, WorkerState]
+    now: datetime
+    origin: str
+    resync: float
+    worker_lost_timeout: float
+    #: seconds since this process loaded the worker list (an unconfigured worker counts as lost from then)
+    configured_for: float = 0.0
+    #: the WorkerNotConfigured event was written for this object already
+    unconfigured_said: bool = False
+    # what earlier actions of this pass learned
+    confirmed: bool = False
+    stale_used: bool = False
+    found: Found | None = None
+    #: the status was written once this pass (never twice: the server may normalise it)
+    wrote_status: bool = False
+    #: the off-placement copies this pass already dealt with
+    handled: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def placement(self) -> Placement:
+        return placement_of(self.job)
+
+
+def _holds_our_finalizer(job: Obj, origin: str) -> bool:
+    return (FINALIZER in (job["metadata"].get("finalizers") or [])
+            and annotations_of(job).get(ANNOTATION_CLAIMED_BY) == origin)
+
+
+def next_action(kind: MirroredKind, g: Group) -> Action:
+    """The next thing this pass does for ``g.job`` (see the module doc for the order)."""
+    job, placement = g.job, g.placement
+    off = sorted(name for name in g.copies if name != placement.worker and name not in g.handled)
+    step = decide(kind, job, placement, off)
+    if step is Step.FINALIZE:
+        return Action(Do.FINALIZE)
+    if step is Step.FINISH:
+        return Action(Do.FINISH)
+    if step is Step.CONFIRM_PLACEMENT:
+        if not g.confirmed:
+            return Action(Do.CONFIRM_PLACEMENT)
+        used = None if g.stale_used else stale_outcome_from(kind, job, placement, g.copies, g.now)
+        if used is not None:
+            return Action(Do.USE_STALE_OUTCOME, worker=used)
+        return Action(Do.DELETE_STALE, worker=off[0])
+
+    if placement.worker is None:
+        if not kind.is_suspended(job):
+            return Action(Do.PLACE)
+        if not _holds_our_finalizer(job, g.origin):
+            return Action(Do.ENSURE_FINALIZER)
+        if not g.wrote_status and status_to_write(kind, job, None, g.now) is not None:
+            return Action(Do.WRITE_STATUS)  # Suspended=True, by us; no copy yet
+        return Action(Do.REQUEUE, after=g.resync)
+    if not _holds_our_finalizer(job, g.origin):
+        return Action(Do.ENSURE_FINALIZER)
+
+    worker = g.workers.get(placement.worker)
+    if worker is None or not worker.healthy:
+        down_for = lost_for(worker.unhealthy_for if worker is not None else None, configured_for=g.configured_for)
+        return Action(Do.LOST, worker=placement.worker, lost=lost_worker(
+            configured=worker is not None, never_sent=worker is not None and worker.never_sent, down_for=down_for,
+            worker_lost_timeout=g.worker_lost_timeout, decided=kind.decided_status(job, g.now) is not None,
+            resync=g.resync, unconfigured_said=g.unconfigured_said))
+
+    remote = g.copies.get(placement.worker)
+    if remote is None:
+        found = g.found
+        if found is None:
+            return Action(Do.FIND_OR_CREATE, worker=placement.worker)
+        if found.refused is not None:
+            return Action(Do.CREATE_REFUSED, worker=placement.worker)
+        if found.vanished is not None:
+            return Action(Do.FINISH_DECIDED)
+        if found.held and not g.wrote_status and status_to_write(kind, job, None, g.now) is not None:
+            return Action(Do.WRITE_STATUS)
+        return Action(Do.REQUEUE, after=g.resync)
+    if g.found is not None and g.found.dropped:
+        return Action(Do.DROPPED_FIELDS, worker=placement.worker)
+
+    copy_plan = plan_copy(kind, job, remote, origin=g.origin)
+    if copy_plan.collision:
+        return Action(Do.COLLISION, worker=placement.worker)
+    # Status first: a worker refusing the spec change must not stop the mirroring.
+    if not g.wrote_status and status_to_write(kind, job, remote, g.now) is not None:
+        return Action(Do.WRITE_STATUS, worker=placement.worker)
+    if copy_plan.spec_patch is not None:
+        return Action(Do.PATCH_COPY, worker=placement.worker, patch=copy_plan.spec_patch)
+    return Action(Do.REQUEUE, after=g.resync)
