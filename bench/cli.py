@@ -1,4 +1,4 @@
-"""``python -m bench [all|mirror|builtin|compare|plot] [flags]`` — see bench/README.md."""
+"""``python -m bench [all|mirror|builtin|compare|ab|chaos|behaviour|plot] [flags]`` — see bench/README.md."""
 
 from __future__ import annotations
 
@@ -93,6 +93,13 @@ def parser() -> argparse.ArgumentParser:
     bh = sub.add_parser("behaviour", help="the Job catalogue through jobmirror and MultiKueue, side by side")
     bh.add_argument("--out", type=Path, default=REPO / "results")
     bh.add_argument("--systems", default="jobmirror,multikueue", help="comma-separated: jobmirror,multikueue")
+    ab = sub.add_parser("ab", help="commits of jobmirror side by side in alternating 'compare' runs (bench/ab.py)")
+    ab.add_argument("--variant", action="append", required=True, metavar="LABEL=REF",
+                    help="a git ref to measure, with a label (give two or more; the first is A)")
+    ab.add_argument("--order", default="ABBA", help="the runs, one letter per run (default ABBA)")
+    ab.add_argument("--jobs", type=int, default=1000, help="Jobs per run (default 1000)")
+    ab.add_argument("--out", type=Path, default=REPO / "results")
+    ab.add_argument("--name", default="ab", help="base name of the JSON (default: ab)")
     pl = sub.add_parser("plot", help="re-render the PNG of a results JSON")
     pl.add_argument("json", type=Path)
     return p
@@ -223,6 +230,17 @@ def main(argv: list[str] | None = None) -> int:
         {"mirror": plot.plot_mirror, "chaos": plot.plot_chaos, "compare": plot.plot_compare}.get(
             result["benchmark"], plot.plot_builtin)(result, png)
         print(png)
+        return 0
+    if args.cmd == "ab":
+        from bench import ab
+
+        variants = []
+        for v in args.variant:
+            label, sep, ref = v.partition("=")
+            if not sep or not label or not ref:
+                raise SystemExit(f"--variant wants LABEL=REF, got {v!r}")
+            variants.append((label, ref))
+        ab.main(variants, args.order, args.jobs, args.out, args.name)
         return 0
     if args.cmd == "behaviour":
         from bench import behaviour
