@@ -13,15 +13,12 @@ created, so a restart finds the same worker and never creates a second copy else
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import functools
 import logging
 import time
-from collections.abc import Callable, Collection, Coroutine
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from jobapi.objects import annotations_of, not_ended
 from jobapi.times import utcnow
@@ -71,6 +68,7 @@ from mirror.naming import (
 from mirror.placement import NoWorker, PlacementPolicy, WorkerView, explain
 from mirror.plan import MAX_ACTIONS, Action, Do, Found, Group, next_action
 from mirror.propagation import StatusLag
+from mirror.worker_calls import WorkerCalls
 from mirror.workers import WorkerBusy, WorkerCluster
 
 log = logging.getLogger(__name__)
@@ -81,8 +79,6 @@ NORMAL, WARNING = "Normal", "Warning"
 
 #: the most Jobs any per-uid record of the reconciler holds at once (a backstop, see forget)
 MAX_TRACKED_JOBS = 50_000
-#: the manager uid of the pass running in this task (names the Job a detached worker call belongs to)
-_PASS_UID: contextvars.ContextVar[str] = contextvars.ContextVar("jobmirror_pass_uid", default="")
 
 
 @dataclass
@@ -160,8 +156,8 @@ class Reconciler:
         #: per manager uid, what passes remember about it: dropped whole when the Job is handled
         #: to the end or leaves the cache (forget); the LRU bound caps what a missed drop can leak
         self._memory: LruDict[str, JobMemory] = LruDict(MAX_TRACKED_JOBS)
-        #: per manager uid, worker calls still running after its pass stopped waiting (slow worker)
-        self._detached: dict[str, set[asyncio.Task[Any]]] = {}
+        #: worker calls on behalf of a pass, which a slow worker cannot stall
+        self.calls = WorkerCalls()
         #: per manager uid, the copy status change waiting to be mirrored (jobmirror_status_propagation_seconds)
         self.status_lag = StatusLag(MAX_TRACKED_JOBS)
         #: when this process loaded the worker list: a worker missing from it counts as lost from here
@@ -177,10 +173,9 @@ class Reconciler:
             await self.release_if_unclaimed(job)
             return None
         uid = job["metadata"]["uid"]
-        if uid in self._detached:
+        if self.calls.busy(uid):
             return 1.0  # a slow worker has not answered this Job's last call yet: read its outcome after
-        pass_of = _PASS_UID.set(uid)
-        with metrics.SYNC_LATENCY.time():
+        with metrics.SYNC_LATENCY.time(), self.calls.on_behalf_of(uid):
             try:
                 return await self._reconcile(job)
             except WorkerBusy as busy:
@@ -192,8 +187,6 @@ class Reconciler:
             except StatusRejected:
                 metrics.RECONCILE_ERRORS.labels("status_rejected").inc()
                 raise
-            finally:
-                _PASS_UID.reset(pass_of)
 
     async def _reconcile(self, job: Obj) -> float | None:
         """Read the group once, then act on the plan's next action until it says to stop."""
@@ -470,52 +463,6 @@ class Reconciler:
 
     # -- remote copy ----------------------------------------------------------------------
 
-    async def _remote_call(self, worker: WorkerCluster, coro: Coroutine[Any, Any, T]) -> T:
-        """One call to a worker, within its share of in-flight calls.
-
-        A call still unanswered after the worker's ``slow_after`` seconds goes on by itself and
-        this pass ends (WorkerBusy): the reconcile slot serves other Jobs, so workers that answer
-        in 9 s cannot hold every slot between them. The Job's next pass waits until that call has
-        ended (:meth:`reconcile`) and reads what it did.
-        """
-        verb = str(getattr(coro, "__qualname__", "call")).rsplit(".", 1)[-1]
-
-        async def call() -> T:
-            try:
-                async with worker.call_slot(f"a {verb} call"):
-                    try:
-                        return await coro
-                    except ApiError as exc:
-                        if exc.status == 0:
-                            worker.mark_suspect(str(exc))  # a timed-out call is evidence enough: stop placing there
-                        raise
-            except WorkerBusy:
-                coro.close()  # never awaited when no slot was free (a no-op once it ran)
-                raise
-
-        task = asyncio.ensure_future(call())
-        try:
-            done, _ = await asyncio.wait({task}, timeout=worker.slow_after)
-        except asyncio.CancelledError:
-            task.cancel()
-            raise
-        if task in done:
-            return task.result()
-        uid = _PASS_UID.get()
-        self._detached.setdefault(uid, set()).add(task)
-        task.add_done_callback(functools.partial(self._detached_done, uid, worker.name, verb))
-        metrics.WORKER_CALLS_DETACHED.labels(worker.name).inc()
-        raise WorkerBusy(worker.name, 1.0)
-
-    def _detached_done(self, uid: str, worker: str, verb: str, task: asyncio.Task[Any]) -> None:
-        calls = self._detached.get(uid, set())
-        calls.discard(task)
-        if not calls:
-            self._detached.pop(uid, None)
-        if not task.cancelled() and task.exception() is not None:
-            log.info("worker %s: a slow %s call for %s ended with %s (its next pass reads the outcome)", worker,
-                     verb, uid, task.exception())
-
     async def _find_or_create(self, job: Obj, worker: WorkerCluster,
                               placement: Placement) -> tuple[Obj | None, Found]:
         """The copy on the placed worker, created when missing, and what that came to; a refusal raises
@@ -526,7 +473,7 @@ class Reconciler:
             # We may have created it a moment ago (the cache lags) or cannot trust the cache:
             # ask the server. Otherwise the synced cache is authoritative and we save a call.
             try:
-                return await self._remote_call(worker, worker.client.get(self.resource, ns, placement.remote_name)), \
+                return await self.calls.call(worker, worker.client.get(self.resource, ns, placement.remote_name)), \
                     Found()
             except ApiError as exc:
                 if not exc.not_found:
@@ -541,7 +488,7 @@ class Reconciler:
             created = await self._create(job, worker, ns, body)
         except ApiError as exc:
             if exc.already_exists:
-                return await self._remote_call(worker, worker.client.get(self.resource, ns, placement.remote_name)), \
+                return await self.calls.call(worker, worker.client.get(self.resource, ns, placement.remote_name)), \
                     Found()
             raise
         if created is None:
@@ -563,7 +510,7 @@ class Reconciler:
             return None
         self._attempted[worker.name].add(job["metadata"]["uid"])
         try:
-            return await self._remote_call(worker, worker.client.create(self.resource, ns, body))
+            return await self.calls.call(worker, worker.client.create(self.resource, ns, body))
         except ApiError as exc:
             if not _missing_namespace(exc):
                 raise
@@ -584,14 +531,14 @@ class Reconciler:
         namespace = tenancy.worker_namespace(ns, source, extra=self.cfg.namespace_labels,
                                              defaults=self.cfg.created_namespace_labels)
         try:
-            await self._remote_call(worker, worker.client.create(NAMESPACES, None, namespace))
+            await self.calls.call(worker, worker.client.create(NAMESPACES, None, namespace))
         except ApiError as exc:
             if not exc.already_exists:
                 raise
         else:
             log.info("created namespace %s on worker %s with labels %s", ns, worker.name,
                      namespace["metadata"]["labels"])
-        return await self._remote_call(worker, worker.client.create(self.resource, ns, body))
+        return await self.calls.call(worker, worker.client.create(self.resource, ns, body))
 
     def _refusal_delay(self, uid: str, verb: str) -> float:
         """Count one more refusal of ``verb`` (create, patch, delete) for ``uid``; the seconds until it
@@ -659,7 +606,7 @@ class Reconciler:
             return max(0.5, not_before - time.monotonic())
         md = remote["metadata"]
         try:
-            await self._remote_call(worker, worker.client.patch(self.resource, md["namespace"], md["name"], patch))
+            await self.calls.call(worker, worker.client.patch(self.resource, md["namespace"], md["name"], patch))
         except ApiError as exc:
             if not is_refusal(exc.status):
                 raise
@@ -694,7 +641,7 @@ class Reconciler:
         not count those, and ``status.terminating`` is missing on older workers)."""
         if self.kind.pods is None:
             return []
-        pods, _ = await self._remote_call(worker, worker.client.list_all(
+        pods, _ = await self.calls.call(worker, worker.client.list_all(
             PODS, remote["metadata"]["namespace"], label_selector=self.kind.pods.selector(remote)))
         return not_ended(pods)
 
@@ -748,7 +695,7 @@ class Reconciler:
         if propagation == "Foreground" and md.get("deletionTimestamp"):
             return False  # being deleted, dependents first: wait for it to vanish from the cache
         try:
-            answer = await self._remote_call(worker, worker.client.delete(
+            answer = await self.calls.call(worker, worker.client.delete(
                 self.resource, md["namespace"], md["name"], propagation=propagation, uid=md.get("uid")))
         except ApiError as exc:
             if exc.not_found:
@@ -850,7 +797,7 @@ class Reconciler:
         if plan.confirm is not None:
             pw = self.workers[plan.confirm]
             try:
-                remote = await self._remote_call(
+                remote = await self.calls.call(
                     pw, pw.client.get(self.resource, job["metadata"]["namespace"], placement.remote_name))
             except ApiError as exc:
                 if not exc.not_found:
