@@ -48,6 +48,7 @@ class Informer:
         backoff_base: float = 0.5,
         backoff_cap: float = 30.0,
         keep: Callable[[Obj], bool] | None = None,
+        transform: Callable[[Obj], Obj] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -58,6 +59,8 @@ class Informer:
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.keep = keep or _keep_all
+        #: what is cached of each kept object (e.g. only the fields a view needs): memory follows it
+        self.transform = transform
         self.cache: dict[str, Obj] = {}
         self.synced = asyncio.Event()
         self.healthy = False
@@ -122,7 +125,7 @@ class Informer:
             self.resource, self.namespace, label_selector=self.label_selector, field_selector=self.field_selector
         )
         metrics.RELISTS.labels(self.client.name, self.resource.plural).inc()
-        fresh = {key_of(o): o for o in items if self.keep(o)}
+        fresh = {key_of(o): self._slim(o) for o in items if self.keep(o)}
         del items  # only the kept objects outlive the list
         old_cache = self.cache
         self.cache = fresh
@@ -178,9 +181,13 @@ class Informer:
                 self._reindex(k, prev, None)
                 await self._emit("DELETED", prev, obj)
             elif etype in ("ADDED", "MODIFIED"):
+                obj = self._slim(obj)
                 self.cache[k] = obj
                 self._reindex(k, prev, obj)
                 await self._emit("ADDED" if prev is None else "MODIFIED", prev, obj)
+
+    def _slim(self, obj: Obj) -> Obj:
+        return obj if self.transform is None else self.transform(obj)
 
     def _connected(self) -> None:
         self.healthy = True

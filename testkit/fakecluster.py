@@ -17,8 +17,9 @@ verb (paths, escaping, queries, preconditions) runs our own code. What it is hon
   until the last finalizer is removed; ``Foreground`` adds ``foregroundDeletion``, which
   :meth:`FakeApiServer.collect_garbage` removes (there is no garbage collector otherwise);
 - lists and watches with equality label selectors (``k=v``, ``k!=v``, ``k``, ``!k``) and
-  field selectors on dotted paths (``metadata.namespace=x``, ``status.phase!=Failed``);
-  a watch from a compacted resourceVersion is 410 Gone.
+  field selectors on dotted paths (``metadata.namespace=x``, ``status.phase!=Failed``); as on a
+  real server, a watched object that moves out of the selection arrives as DELETED and one that
+  moves into it as ADDED; a watch from a compacted resourceVersion is 410 Gone.
 
 Not modelled: admission, validation, defaulting, owner-reference cascading, strategic and
 JSON patches (415), pagination (one page). Faults are injected with :meth:`FakeApiServer.react`,
@@ -135,6 +136,13 @@ def field_selector_matches(selector: str | None, obj: Obj) -> bool:
     return True
 
 
+def selected(t: _Target, query: dict[str, Any], obj: Obj) -> bool:
+    """Whether a watch or list of ``t`` with ``query``'s selectors includes ``obj``."""
+    return ((t.namespace is None or obj["metadata"].get("namespace") == t.namespace)
+            and label_selector_matches(query.get("labelSelector"), obj["metadata"].get("labels") or {})
+            and field_selector_matches(query.get("fieldSelector"), obj))
+
+
 @dataclass
 class FakeApiServer:
     """One cluster's objects, resourceVersions and watch history, in memory."""
@@ -146,7 +154,8 @@ class FakeApiServer:
     _rv: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _last_rv: int = 0
     _compacted: int = 0
-    _history: list[tuple[int, str, str, Obj]] = field(default_factory=list)
+    #: (resourceVersion, resource, event type, object, the object before this change)
+    _history: list[tuple[int, str, str, Obj, Obj | None]] = field(default_factory=list)
     _reactors: list[Reactor] = field(default_factory=list)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -332,8 +341,10 @@ class FakeApiServer:
         self._last_rv = rv
         obj["metadata"]["resourceVersion"] = str(rv)
         md = obj["metadata"]
-        self.objects[(resource, md.get("namespace"), md["name"])] = obj
-        self._history.append((rv, resource, etype, copy.deepcopy(obj)))
+        key = (resource, md.get("namespace"), md["name"])
+        before = self.objects.get(key)
+        self.objects[key] = obj
+        self._history.append((rv, resource, etype, copy.deepcopy(obj), copy.deepcopy(before)))
         self._wake()
         return obj
 
@@ -348,7 +359,7 @@ class FakeApiServer:
         rv = next(self._rv)
         self._last_rv = rv
         gone = {**copy.deepcopy(obj), "metadata": {**obj["metadata"], "resourceVersion": str(rv)}}
-        self._history.append((rv, key[0], "DELETED", gone))
+        self._history.append((rv, key[0], "DELETED", gone, None))
         self._wake()
 
     def _wake(self) -> None:
@@ -366,13 +377,14 @@ class FakeApiServer:
     async def _events(self, t: _Target, since: int, query: dict[str, Any]) -> AsyncIterator[Obj]:
         deadline = asyncio.get_running_loop().time() + float(query.get("timeoutSeconds") or 300)
         while True:
-            for rv, resource, etype, obj in list(self._history):
+            for rv, resource, etype, obj, before in list(self._history):
                 if rv <= since or resource != t.resource:
                     continue
                 since = rv
-                if (t.namespace is None or obj["metadata"].get("namespace") == t.namespace) and \
-                        label_selector_matches(query.get("labelSelector"), obj["metadata"].get("labels") or {}) and \
-                        field_selector_matches(query.get("fieldSelector"), obj):
+                now_in, was_in = selected(t, query, obj), before is not None and selected(t, query, before)
+                if etype == "MODIFIED" and now_in != was_in:  # moved into or out of the selection
+                    etype = "ADDED" if now_in else "DELETED"
+                if now_in or (etype == "DELETED" and was_in):
                     yield {"type": etype, "object": copy.deepcopy(obj)}
             since = max(since, self._last_rv)
             remaining = deadline - asyncio.get_running_loop().time()

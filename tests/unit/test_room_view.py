@@ -1,0 +1,105 @@
+"""A worker's room kept from node and pod watches (mirror/room/view.py), on a fake API server.
+
+The watches are the real informers over testkit's in-memory server: pods are bound, finish,
+are deleted, nodes are cordoned — and the fit a Job would get follows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from kruntime.resources import NODES, PODS, Obj
+from mirror.room.requests import PodShape, shape_of_template
+from mirror.room.view import RoomView, slim_pod
+from testkit.fakecluster import FakeApiServer
+
+GPU = "example.com/gpu"
+
+
+def node(name: str, cpu: str = "4", extra: dict[str, str] | None = None) -> Obj:
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "spec": {}, "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110", **(extra or {})},
+                                   "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod(name: str, node_name: str | None, cpu: str, phase: str = "Running") -> Obj:
+    spec: Obj = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"metadata": {"name": name, "namespace": "ns"}, "spec": spec, "status": {"phase": phase}}
+
+
+def shape(cpu: str, extra: dict[str, str] | None = None) -> PodShape:
+    return shape_of_template({"spec": {"containers": [{"name": "c", "resources": {"requests": {
+        "cpu": cpu, **(extra or {})}}}]}})
+
+
+@pytest.fixture
+async def room() -> AsyncIterator[tuple[FakeApiServer, RoomView]]:
+    server = FakeApiServer()
+    for n in (node("n1"), node("n2", extra={GPU: "2"})):
+        server.seed(NODES.path(), n)
+    view = RoomView("w1", server.client("w1"))
+    tasks = [asyncio.create_task(i.run()) for i in view.informers()]
+    await asyncio.gather(*(i.wait_synced(2) for i in view.informers()))
+    yield server, view
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_bound_pods_take_room_and_give_it_back_when_they_end(room: tuple[FakeApiServer, RoomView]) -> None:
+    server, view = room
+    c = server.client("kubelet")
+    await c.create(PODS, "ns", pod("a", "n1", "3"))
+    await c.create(PODS, "ns", pod("b", "n2", "3500m"))
+    await settle()
+    three = shape("3")
+    assert view.fit(three, 1).now == 0 and view.fit(three, 1).ever  # 1 and 0.5 cpu left
+    assert "largest free node has 1 cpu < 3 cpu requested" in view.fit(three, 1).why
+    done = await c.get(PODS, "ns", "a")
+    await c.replace(PODS, "ns", "a", {**done, "status": {"phase": "Succeeded"}}, subresource="status")
+    await settle()
+    assert view.fit(three, 1).now == 1  # a finished pod frees its node (the watch says DELETED)
+    await c.delete(PODS, "ns", "b")
+    await settle()
+    assert view.fit(three, 2).now == 2
+
+
+async def test_pending_pods_are_counted_and_binding_moves_them(room: tuple[FakeApiServer, RoomView]) -> None:
+    server, view = room
+    c = server.client("scheduler")
+    await c.create(PODS, "ns", pod("p", None, "1"))
+    await settle()
+    assert view.pending == 1 and view.totals()["requested"] == {}
+    await c.patch(PODS, "ns", "p", {"spec": {"nodeName": "n1"}})
+    await settle()
+    assert view.pending == 0 and view.totals()["requested"] == {"cpu": 1000}
+
+
+async def test_a_job_that_needs_what_no_node_has_never_fits(room: tuple[FakeApiServer, RoomView]) -> None:
+    server, view = room
+    assert view.fit(shape("1", {GPU: "1"}), 1).now == 1  # n2 has GPUs
+    assert not view.fit(shape("1", {"example.com/fpga": "1"}), 1).ever
+    assert view.fit(shape("1", {"example.com/fpga": "1"}), 1).why == "no node has example.com/fpga"
+    await server.client("admin").patch(NODES, None, "n2", {"spec": {"unschedulable": True}})
+    await settle()
+    cordoned = view.fit(shape("1", {GPU: "1"}), 1)
+    assert cordoned.ever and cordoned.now == 0  # cordoned: it could run there again, not now
+
+
+def test_a_cached_pod_keeps_only_what_the_fit_needs() -> None:
+    p = pod("a", "n1", "250m")
+    p["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    p["spec"]["containers"][0]["env"] = [{"name": "BIG", "value": "x" * 10_000}]
+    p["metadata"].update(uid="u", resourceVersion="7", labels={"a": "b"}, annotations={"big": "y" * 10_000})
+    assert slim_pod(p) == {"metadata": {"name": "a", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
+                           "nodeName": "n1", "requests": {"cpu": 250}, "ports": [("TCP", 8080, "")]}
