@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import sys
 from pathlib import Path
 from typing import Any
@@ -138,8 +139,17 @@ async def _plugin(args: argparse.Namespace) -> int:
         await target.manager.close()
 
 
+def package_version() -> str:
+    """The installed package's version (the image and the Helm chart carry the same one)."""
+    try:
+        return importlib.metadata.version("jobmirror")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown (not installed as a package)"
+
+
 def main(argv: list[str] | None = None, prog: str = "jobmirror") -> int:
     p = argparse.ArgumentParser(prog=prog, description="Mirror managedBy Jobs into worker clusters.")
+    p.add_argument("--version", action="version", version=f"{prog} {package_version()}")
     add_logging_args(p)
     sub = p.add_subparsers(dest="verb", required=True)
     if prog == "jobmirror":

@@ -1,0 +1,24 @@
+"""One version everywhere: the package, ``jobmirror --version``, the plugin's, the Helm chart."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mirror.cli import main, package_version
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_package_the_chart_and_the_commands_say_the_same_version(capsys: pytest.CaptureFixture[str]) -> None:
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    chart = yaml.safe_load((ROOT / "deploy/helm/jobmirror/Chart.yaml").read_text())
+    assert package_version() == declared == chart["version"] == chart["appVersion"]
+    for prog in ("jobmirror", "kubectl jobmirror"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--version"], prog=prog)
+        assert exit_.value.code == 0
+        assert capsys.readouterr().out.strip() == f"{prog} {declared}"
