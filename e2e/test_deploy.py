@@ -116,7 +116,7 @@ def _fmt(rules: set[Rule]) -> str:
 
 
 async def test_kustomizations_pass_server_side_dry_run(e2e_env: E2EEnv) -> None:
-    """kubectl apply -k --dry-run=server: deploy/, deploy/manager-as-worker/, deploy/worker/"""
+    """kubectl apply -k --dry-run=server: deploy/, deploy/manager-as-worker/, deploy/worker/, deploy/worker-room/"""
     assert e2e_env.dry_runs, "no dry run was recorded"
     problems = []
     for (cluster, kust), proc in e2e_env.dry_runs.items():
@@ -128,7 +128,8 @@ async def test_kustomizations_pass_server_side_dry_run(e2e_env: E2EEnv) -> None:
             problems.append(f"{cluster}: {kust}: not a server dry run?\n{proc.stdout}")
     assert not problems, "\n".join(problems)
     if e2e_env.provider == "local":
-        assert {k for _, k in e2e_env.dry_runs} >= {"deploy", "deploy/manager-as-worker", "deploy/worker"}
+        assert {k for _, k in e2e_env.dry_runs} >= {"deploy", "deploy/manager-as-worker", "deploy/worker",
+                                                    "deploy/worker-room"}
 
 
 async def test_admission_policy_type_checks_against_the_job_schema(e2e_env: E2EEnv) -> None:

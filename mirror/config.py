@@ -64,6 +64,9 @@ class Worker(_Model):
 class PlacementPolicy(StrEnum):
     LEAST_LOADED = "LeastLoaded"
     ROUND_ROBIN = "RoundRobin"
+    #: LeastLoaded among the workers where the Job's pod could ever run, preferring those with
+    #: room for it now (mirror/room/); watches each worker's Nodes and non-terminal Pods
+    ROOM_AWARE = "RoomAware"
 
 
 class MissingNamespace(StrEnum):

@@ -22,7 +22,7 @@ from kruntime.leaderelect import LeaderElector, Timing
 from kruntime.resources import Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc, metrics
-from mirror.config import Config, ConfigError, cluster_conflicts
+from mirror.config import Config, ConfigError, PlacementPolicy, cluster_conflicts
 from mirror.identity import labels_of_copy, manager_key_of
 from mirror.inspect import tls as inspect_tls
 from mirror.inspect.api import InspectApi
@@ -32,6 +32,7 @@ from mirror.naming import FIELD_MANAGER, FINALIZER
 from mirror.placement import policy_for
 from mirror.propagation import newly_decided, status_changed
 from mirror.reconciler import Reconciler
+from mirror.room.view import RoomView
 from mirror.worker_events import WorkerEvents
 from mirror.workers import WorkerCluster
 
@@ -65,6 +66,8 @@ class MirrorController:
         self.events: dict[str, ObjectEvents] = {}
         #: per worker, the mirroring of its Warning events onto the manager objects
         self.worker_events: dict[str, WorkerEvents] = {}
+        #: per worker, its room from Node and Pod watches (placement RoomAware only)
+        self.rooms: dict[str, RoomView] = {}
         self.recorder: EventRecorder | None = None
         self.leading = not cfg.leader_election.enabled
         self._identity = ""
@@ -118,8 +121,10 @@ class MirrorController:
                                                     max_in_flight=max(2, cfg.workers_concurrency * 3 // 4),
                                                     config_error=broken, slow_after=cfg.slow_call_seconds,
                                                     slow_slots=slow_slots,
-                                                    watch_client=client.sibling("watch", pool_size=len(self.kinds) + 3,
+                                                    watch_client=client.sibling("watch", pool_size=len(self.kinds) + 5,
                                                                                 qps=50, burst=100))
+            if cfg.placement is PlacementPolicy.ROOM_AWARE:
+                self.rooms[wcfg.name] = RoomView(wcfg.name, self.workers[wcfg.name].watch_client)
         read = {w.name: None if w.config_error else await _worker_identity(w.client) for w in self.workers.values()}
         identities = {name: ident if isinstance(ident, str) else None for name, ident in read.items()}
         problems = cluster_conflicts(manager_id, identities, origin=cfg.origin)
@@ -150,7 +155,8 @@ class MirrorController:
                     self.worker_events[w.name] = WorkerEvents(w, kind, kind.pods, informer, mirrored,
                                                               unschedulable_timeout=cfg.unschedulable_timeout)
             self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
-                                                     policy_for(cfg.placement.value), manager_cluster=manager_id)
+                                                     policy_for(cfg.placement.value), manager_cluster=manager_id,
+                                                     rooms=self.rooms)
 
     def _manager_informer(self, kind: MirroredKind) -> Informer | NamespacedInformers:
         """The manager cache of ``kind``: bounded by the objects we handle, not by the cluster.
@@ -299,6 +305,10 @@ class MirrorController:
         """Its copy caches and the mirroring of its events (never for an unusable or held worker)."""
         for informer in w.informers():
             self._spawn(informer.run(), f"{w.name}-{informer.resource.plural}-informer")
+        room = self.rooms.get(w.name)
+        for informer in room.informers() if room is not None else ():
+            # Not part of the worker's health: an unreadable room is "unknown", never "full".
+            self._spawn(informer.run(), f"{w.name}-room-{informer.resource.plural}")
         we = self.worker_events.get(w.name)
         if we is not None:
             self._spawn(we.informer.run(), f"{w.name}-warning-events")

@@ -2,14 +2,18 @@
 
 The default, LeastLoaded, sends each Job to the healthy worker with the fewest
 unfinished mirrored Jobs (including dispatches not yet visible in its cache). Unlike
-round-robin it adapts when one worker drains slower or just came back empty.
+round-robin it adapts when one worker drains slower or just came back empty. RoomAware
+first narrows the candidates by the room each worker's nodes have for the Job's pod
+(:func:`narrow_by_room`), then chooses as LeastLoaded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Protocol
+
+from mirror.room.fit import WorkerFit
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,14 @@ class PlacementPolicy(Protocol):
 
 class NoWorker(Exception):
     """No worker can take the Job now; the message says why (for an event)."""
+
+    reason = "NoWorker"
+
+
+class NoWorkerFits(NoWorker):
+    """No candidate worker could ever run the Job's pod; the message names each worker and why."""
+
+    reason = "NoWorkerFits"
 
 
 def _candidates(workers: Sequence[WorkerView], pinned: str | None) -> list[WorkerView]:
@@ -63,6 +75,27 @@ class RoundRobin:
         return w.name
 
 
+def narrow_by_room(workers: Sequence[WorkerView], fits: Mapping[str, WorkerFit],
+                   pinned: str | None) -> list[WorkerView]:
+    """``workers`` with only those left healthy where the Job's pod could ever run, and of those the
+    ones with room for it now when any has; the policy then chooses among them as usual.
+
+    A worker without a known fit (its room view not synced, or it shows no nodes — scaled to
+    zero, or nodes not readable) stays a candidate: unknown is not "never". A pin wins over room.
+    Raises NoWorkerFits when every healthy candidate is known never to fit.
+    """
+    if pinned:
+        return list(workers)
+    healthy = [w for w in workers if w.healthy]
+    could = {w.name for w in healthy if w.name not in fits or fits[w.name].ever}
+    if healthy and not could:
+        raise NoWorkerFits("no worker could ever run its pod: "
+                           + "; ".join(f"{w.name}: {fits[w.name].why}" for w in sorted(healthy, key=lambda w: w.name)))
+    roomy = {n for n in could if n not in fits or fits[n].now > 0}
+    keep = roomy or could
+    return [replace(w, healthy=w.healthy and w.name in keep) for w in workers]
+
+
 def explain(policy: str, workers: Sequence[WorkerView], chosen: str, pinned: str | None) -> str:
     """Why ``chosen``, as recorded on the manager Job (``jobmirror describe`` shows it).
 
@@ -77,6 +110,7 @@ def explain(policy: str, workers: Sequence[WorkerView], chosen: str, pinned: str
 
 
 def policy_for(name: str) -> PlacementPolicy:
+    """The policy that picks among the candidates (RoomAware narrows them first, then is LeastLoaded)."""
     if name == "RoundRobin":
         return RoundRobin()
     return LeastLoaded()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TypeVar
@@ -65,9 +65,12 @@ from mirror.naming import (
     FINALIZER,
     derived_remote_name,
 )
-from mirror.placement import NoWorker, PlacementPolicy, WorkerView, explain
+from mirror.placement import NoWorker, PlacementPolicy, WorkerView, explain, narrow_by_room
 from mirror.plan import MAX_ACTIONS, Action, Do, Found, Group, next_action
 from mirror.propagation import StatusLag
+from mirror.room.fit import WorkerFit
+from mirror.room.requests import shape_of_template
+from mirror.room.view import RoomView
 from mirror.worker_calls import WorkerCalls
 from mirror.workers import WorkerBusy, WorkerCluster
 
@@ -142,6 +145,8 @@ class Reconciler:
     #: the manager cluster's identity (kube-system namespace UID), stamped on every copy
     manager_cluster: str = ""
     now: Callable[[], datetime] = utcnow
+    #: per worker, its room (placement RoomAware only; empty otherwise)
+    rooms: Mapping[str, RoomView] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.resource = self.kind.resource
@@ -360,10 +365,30 @@ class Reconciler:
         if not pin:
             excluded |= refusal_exclusions(self._recalled(uid).refused, time.monotonic())
         views = self.worker_views(excluded)
+        fits = self._fits(job, views) if self.rooms else {}
+        views = narrow_by_room(views, fits, pin) if self.rooms else views
         chosen = self.policy.choose(views, pin)
         if chosen is None:
             raise NoWorker("the placement policy chose none")
-        return Choice(chosen, explain(self.cfg.placement.value, views, chosen, pin))
+        why = explain(self.cfg.placement.value, views, chosen, pin)
+        return Choice(chosen, why + (f"; room on {chosen}: {fits[chosen].why}" if chosen in fits else ""))
+
+    def _fits(self, job: Obj, views: Sequence[WorkerView]) -> dict[str, WorkerFit]:
+        """How one pod of ``job`` fits each healthy worker whose room is known (synced, with nodes)."""
+        spec = job.get("spec") or {}
+        parallelism = int(spec.get("parallelism", 1) or 0)
+        want = max(1, min(parallelism, int(spec.get("completions") or parallelism)))
+        try:
+            shape = shape_of_template(spec.get("template") or {})
+        except ValueError as exc:  # a quantity the API server would not have accepted: room unknown
+            log.warning("%s/%s: room not judged: %s", job["metadata"]["namespace"], job["metadata"]["name"], exc)
+            return {}
+        out = {}
+        for v in views:
+            room = self.rooms.get(v.name)
+            if v.healthy and room is not None and room.synced and room.nodes.cache:
+                out[v.name] = room.fit(shape, want)
+        return out
 
     async def _place(self, job: Obj, exclude: Collection[str] = ()) -> tuple[Obj, Placement]:
         try:
@@ -373,7 +398,7 @@ class Reconciler:
             memory = self._remember_about(uid)
             if says_something_new(memory.no_worker_said, message):
                 memory.no_worker_said = message
-                self.recorder.event(job, WARNING, "NoWorker", message)
+                self.recorder.event(job, WARNING, exc.reason, message)
             else:
                 log.debug("%s/%s still cannot be dispatched: %s", job["metadata"]["namespace"],
                           job["metadata"]["name"], exc)

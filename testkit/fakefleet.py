@@ -17,11 +17,12 @@ from typing import Any
 
 from kruntime.events import EventRecorder, ObjectEvents
 from kruntime.informer import Informer
-from kruntime.resources import JOBS, Obj
+from kruntime.resources import JOBS, NODES, Obj
 from mirror.config import Config
 from mirror.jobs.kind import JOB_KIND
 from mirror.placement import policy_for
 from mirror.reconciler import Reconciler
+from mirror.room.view import RoomView
 from mirror.workers import WorkerCluster
 from testkit.fakecluster import FakeApiServer
 
@@ -30,15 +31,19 @@ MANAGER_IDENTITY = "manager-cluster-uid"
 
 
 def job(name: str, *, namespace: str = "default", suspend: bool = False, parallelism: int = 1,
-        annotations: dict[str, str] | None = None, managed_by: str = CONTROLLER) -> Obj:
-    """A manager Job as a user writes it (one pod, claimed by jobmirror)."""
+        annotations: dict[str, str] | None = None, managed_by: str = CONTROLLER,
+        requests: dict[str, str] | None = None) -> Obj:
+    """A manager Job as a user writes it (one pod, claimed by jobmirror; ``requests`` for its container)."""
+    container: Obj = {"name": "main", "image": "busybox"}
+    if requests:
+        container["resources"] = {"requests": dict(requests)}
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
             "spec": {"managedBy": managed_by, "suspend": suspend, "parallelism": parallelism, "completions": 1,
                      "backoffLimit": 6, "completionMode": "NonIndexed",
                      "template": {"metadata": {"labels": {"app": name}},
                                   "spec": {"restartPolicy": "Never",
-                                           "containers": [{"name": "main", "image": "busybox"}]}}}}
+                                           "containers": [container]}}}}
 
 
 @dataclass
@@ -98,12 +103,23 @@ class FakeFleet:
 
 
 @contextlib.asynccontextmanager
-async def fake_fleet(workers: tuple[str, ...] = ("worker-1", "worker-2"), **settings: Any) -> AsyncIterator[FakeFleet]:
-    """A manager and ``workers`` on fake servers, probed, admitted and synced; closed on exit."""
+async def fake_fleet(workers: tuple[str, ...] = ("worker-1", "worker-2"), *, nodes: dict[str, list[Obj]] | None = None,
+                     **settings: Any) -> AsyncIterator[FakeFleet]:
+    """A manager and ``workers`` on fake servers, probed, admitted and synced; closed on exit.
+
+    ``nodes``: per worker, Node objects to seed; placement is then RoomAware, with a room view
+    per worker watching its fake Nodes and Pods.
+    """
+    if nodes is not None:
+        settings = {"placement": "RoomAware", **settings}
     cfg = Config.model_validate({"workers": [{"name": w, "kubeconfig": f"/fake/{w}"} for w in workers],
                                  "controllerName": CONTROLLER, **settings})
     manager = FakeApiServer()
     servers = {w: FakeApiServer() for w in workers}
+    for worker, objs in (nodes or {}).items():
+        for n in objs:
+            servers[worker].seed(NODES.path(), n)
+    rooms = {w: RoomView(w, servers[w].client(w)) for w in workers} if nodes is not None else {}
     origin = cfg.origin_for(MANAGER_IDENTITY)
     clusters = {}
     for w in cfg.workers:
@@ -115,13 +131,13 @@ async def fake_fleet(workers: tuple[str, ...] = ("worker-1", "worker-2"), **sett
     jobs = Informer(client, JOBS)
     recorder = EventRecorder(client, "jobmirror")
     reconciler = Reconciler(cfg, JOB_KIND, client, jobs, clusters, ObjectEvents(recorder, JOBS),
-                            policy_for(cfg.placement.value), manager_cluster=MANAGER_IDENTITY)
+                            policy_for(cfg.placement.value), manager_cluster=MANAGER_IDENTITY, rooms=rooms)
     fleet = FakeFleet(cfg, manager, servers, reconciler, clusters, jobs, recorder)
-    fleet._tasks = [asyncio.create_task(i.run()) for c in clusters.values() for i in c.informers()]
-    fleet._tasks.append(asyncio.create_task(jobs.run()))
+    informers = [jobs, *(i for c in clusters.values() for i in c.informers()),
+                 *(i for r in rooms.values() for i in r.informers())]
+    fleet._tasks = [asyncio.create_task(i.run()) for i in informers]
     try:
-        await asyncio.wait_for(asyncio.gather(jobs.wait_synced(), *(i.wait_synced() for c in clusters.values()
-                                                                    for i in c.informers())), 5)
+        await asyncio.wait_for(asyncio.gather(*(i.wait_synced() for i in informers)), 5)
         for c in clusters.values():
             await c.probe_once()  # healthy now that its caches have synced
         yield fleet

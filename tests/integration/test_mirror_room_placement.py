@@ -1,0 +1,68 @@
+"""Placement RoomAware on real API servers: kwok nodes shaped with kubectl-like API writes.
+
+The room views watch the workers' real Nodes and Pods; nodes are labelled as an operator
+would. A Job whose nodeSelector only worker-2's nodes satisfy goes there (LeastLoaded alone
+breaks the 0/0 tie towards worker-1) and runs; a Job no node could ever hold stays in the
+manager with a NoWorkerFits event naming each worker and why, and no copy anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from clusterbed.cluster import ClusterSpec, LocalCluster
+from kruntime.client import ClusterClient
+from kruntime.resources import JOBS, NODES, Obj
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PLACEMENT_REASON
+from tests.conftest import wait_for
+from tests.integration.mirror_env import make_job, mirror_env
+
+ClientFor = Callable[[ClusterSpec], Awaitable[ClusterClient]]
+ClusterFn = Callable[[ClusterSpec], LocalCluster]
+
+
+@contextlib.asynccontextmanager
+async def labelled_nodes(worker: ClusterClient, key: str, value: str) -> AsyncIterator[None]:
+    nodes, _ = await worker.list_all(NODES)
+    for n in nodes:
+        await worker.patch(NODES, None, n["metadata"]["name"], {"metadata": {"labels": {key: value}}})
+    try:
+        yield
+    finally:
+        for n in nodes:
+            await worker.patch(NODES, None, n["metadata"]["name"], {"metadata": {"labels": {key: None}}})
+
+
+def with_pod_spec(job: Obj, **pod_spec: object) -> Obj:
+    job["spec"]["template"]["spec"].update(pod_spec)
+    return job
+
+
+@pytest.mark.integration
+async def test_room_aware_placement_follows_the_nodes(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    key = f"jobmirror.test/pool-{ns}"[:63]
+    async with mirror_env(client_for, cluster, ns, placement="RoomAware") as env, \
+            labelled_nodes(env.workers["worker-2"], key, "b"):
+        await env.start()
+        ctrl = env.controllers[-1][0]
+        async def rooms_known() -> bool:
+            return bool(ctrl.rooms) and all(r.synced and r.nodes.cache for r in ctrl.rooms.values())
+
+        await wait_for(rooms_known, timeout=30, what="every worker's room view synced with its nodes")
+        await env.create(with_pod_spec(make_job("pool-b", duration_ms=500), nodeSelector={key: "b"}))
+        done = await env.wait_condition("pool-b", "Complete", timeout=60)
+        assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-2"
+        assert "room on worker-2: 1 of 1 pods fit now" in done["metadata"]["annotations"][ANNOTATION_PLACEMENT_REASON]
+
+        await env.create(with_pod_spec(make_job("huge"), containers=[
+            {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100000"}}}]))
+        event = await env.wait_event("huge", "NoWorkerFits")
+        assert "worker-1: largest node has" in event["message"] and "worker-2: largest node has" in event["message"]
+        assert "100000 cpu requested" in event["message"]
+        held = await env.get("huge")
+        assert held is not None and ANNOTATION_CLUSTER not in (held["metadata"].get("annotations") or {})
+        assert await env.copies(held["metadata"]["uid"]) == {}
+        await env.manager.delete(JOBS, ns, "huge")

@@ -1,0 +1,115 @@
+"""RoomAware placement: never where the pod can never run, where it fits now when somewhere does.
+
+The narrowing rule as a table (mirror/placement.py), then whole passes on fake workers whose
+Nodes and Pods the room views watch (testkit/fakefleet.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kruntime.resources import PODS, Obj
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, ANNOTATION_PLACEMENT_REASON
+from mirror.placement import NoWorkerFits, WorkerView, narrow_by_room
+from mirror.room.fit import WorkerFit
+from testkit.fakefleet import FakeFleet, fake_fleet, job
+
+NEVER = WorkerFit(False, 0, "no node has example.com/gpu")
+FULL = WorkerFit(True, 0, "no room now: largest free node has 1 cpu < 2 cpu requested")
+ROOM = WorkerFit(True, 1, "1 of 1 pods fit now (3 cpu free)")
+
+
+def views(*names: str, down: tuple[str, ...] = ()) -> list[WorkerView]:
+    return [WorkerView(n, n not in down, 0, {}) for n in names]
+
+
+@pytest.mark.parametrize(
+    ("fits", "pin", "down", "healthy_after"),
+    [
+        ({"w1": NEVER, "w2": ROOM}, None, (), {"w2"}),
+        ({"w1": FULL, "w2": ROOM}, None, (), {"w2"}),
+        ({"w1": FULL, "w2": FULL}, None, (), {"w1", "w2"}),  # none has room now: both could, LeastLoaded picks
+        ({"w1": NEVER, "w2": FULL}, None, (), {"w2"}),
+        ({"w1": NEVER}, None, (), {"w2"}),  # w2's room unknown: it stays a candidate
+        ({"w1": NEVER, "w2": ROOM}, "w1", (), {"w1", "w2"}),  # a pin wins over room
+        ({"w1": ROOM, "w2": ROOM}, None, ("w1",), {"w2"}),  # an unhealthy worker stays out
+        ({}, None, (), {"w1", "w2"}),
+    ],
+    ids=["never-left-out", "room-now-preferred", "none-roomy", "could-beats-never", "unknown-kept", "pinned",
+         "unhealthy", "no-views"],
+)
+def test_narrow_by_room(fits: dict[str, WorkerFit], pin: str | None, down: tuple[str, ...],
+                        healthy_after: set[str]) -> None:
+    got = narrow_by_room(views("w1", "w2", down=down), fits, pin)
+    assert {w.name for w in got if w.healthy} == healthy_after
+
+
+def test_when_no_worker_could_ever_run_it_every_worker_says_why() -> None:
+    said = "w1: no node has example.com/gpu; w2: no node has example.com/gpu"
+    with pytest.raises(NoWorkerFits, match=re.escape(said)):
+        narrow_by_room(views("w1", "w2"), {"w1": NEVER, "w2": NEVER}, None)
+
+
+GPU = "example.com/gpu"
+
+
+def node(name: str, cpu: str, extra: dict[str, str] | None = None) -> Obj:
+    return {"metadata": {"name": name, "labels": {}}, "spec": {},
+            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110", **(extra or {})},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+NODES = {"worker-1": [node("a1", "2"), node("a2", "2")], "worker-2": [node("b1", "8", {GPU: "4"})]}
+
+
+def placed(f: FakeFleet, name: str) -> dict[str, str]:
+    got = f.job(name)
+    assert got is not None
+    return dict(got["metadata"]["annotations"])
+
+
+async def test_a_job_goes_where_its_extended_resource_is() -> None:
+    async with fake_fleet(nodes=NODES) as f:
+        for n in ("a", "b", "c"):  # LeastLoaded alone would alternate
+            await f.create(job(n, requests={"cpu": "1", GPU: "1"}))
+            await f.sync(n)
+            assert placed(f, n)[ANNOTATION_CLUSTER] == "worker-2"
+        assert "room on worker-2: 1 of 1 pods fit now" in placed(f, "c")[ANNOTATION_PLACEMENT_REASON]
+
+
+async def test_a_job_no_worker_can_ever_run_stays_in_the_manager_with_the_reasons() -> None:
+    async with fake_fleet(nodes=NODES) as f:
+        await f.create(job("big", requests={"cpu": "16"}))
+        await f.sync("big")
+        await f.sync("big")
+        assert ANNOTATION_CLUSTER not in placed(f, "big")
+        events = [(r, m) for r, m in f.events("big") if r == "NoWorkerFits"]
+        assert len(events) == 1  # said once, not every pass
+        assert "worker-1: largest node has 2 cpu < 16 cpu requested" in events[0][1]
+        assert "worker-2: largest node has 8 cpu < 16 cpu requested" in events[0][1]
+        assert all(s.count("POST", "/jobs") == 0 for s in f.workers.values())
+
+
+async def test_room_now_wins_and_follows_the_pods_on_the_nodes() -> None:
+    async with fake_fleet(nodes=NODES) as f:
+        kubelet = f.workers["worker-2"].client("kubelet")
+        await kubelet.create(PODS, "default", {"metadata": {"name": "hog"}, "spec": {"nodeName": "b1", "containers": [
+            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "7"}}}]}, "status": {"phase": "Running"}})
+        await f.settle()
+        await f.create(job("a", requests={"cpu": "1500m"}))
+        await f.sync("a")
+        assert placed(f, "a")[ANNOTATION_CLUSTER] == "worker-1"  # worker-2 has 1 cpu left
+        await kubelet.delete(PODS, "default", "hog")
+        await f.settle()
+        await f.create(job("b", requests={"cpu": "3"}))
+        await f.sync("b")
+        assert placed(f, "b")[ANNOTATION_CLUSTER] == "worker-2"  # worker-1's nodes have 2 cpu each
+
+
+async def test_a_pin_still_wins() -> None:
+    async with fake_fleet(nodes=NODES) as f:
+        await f.create(job("p", requests={GPU: "1"}, annotations={ANNOTATION_PIN: "worker-1"}))
+        await f.sync("p")
+        assert placed(f, "p")[ANNOTATION_CLUSTER] == "worker-1"
