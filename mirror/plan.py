@@ -80,6 +80,8 @@ class Action:
     lost: Lost | None = None
     #: PATCH_COPY: the merge patch for the copy's spec
     patch: Obj | None = None
+    #: WRITE_STATUS: the status to write (computed once, by the plan)
+    status: Obj | None = None
 
 
 @dataclass(frozen=True)
@@ -154,8 +156,8 @@ def next_action(kind: MirroredKind, g: Group) -> Action:
             return Action(Do.PLACE)
         if not _holds_our_finalizer(job, g.origin):
             return Action(Do.ENSURE_FINALIZER)
-        if not g.wrote_status and status_to_write(kind, job, None, g.now) is not None:
-            return Action(Do.WRITE_STATUS)  # Suspended=True, by us; no copy yet
+        if not g.wrote_status and (desired := status_to_write(kind, job, None, g.now)) is not None:
+            return Action(Do.WRITE_STATUS, status=desired)  # Suspended=True, by us; no copy yet
         return Action(Do.REQUEUE, after=g.resync)
     if not _holds_our_finalizer(job, g.origin):
         return Action(Do.ENSURE_FINALIZER)
@@ -177,8 +179,8 @@ def next_action(kind: MirroredKind, g: Group) -> Action:
             return Action(Do.CREATE_REFUSED, worker=placement.worker)
         if found.vanished is not None:
             return Action(Do.FINISH_DECIDED)
-        if found.held and not g.wrote_status and status_to_write(kind, job, None, g.now) is not None:
-            return Action(Do.WRITE_STATUS)
+        if found.held and not g.wrote_status and (desired := status_to_write(kind, job, None, g.now)) is not None:
+            return Action(Do.WRITE_STATUS, status=desired)
         return Action(Do.REQUEUE, after=g.resync)
     if g.found is not None and g.found.dropped:
         return Action(Do.DROPPED_FIELDS, worker=placement.worker)
@@ -187,8 +189,8 @@ def next_action(kind: MirroredKind, g: Group) -> Action:
     if copy_plan.collision:
         return Action(Do.COLLISION, worker=placement.worker)
     # Status first: a worker refusing the spec change must not stop the mirroring.
-    if not g.wrote_status and status_to_write(kind, job, remote, g.now) is not None:
-        return Action(Do.WRITE_STATUS, worker=placement.worker)
+    if not g.wrote_status and (desired := status_to_write(kind, job, remote, g.now)) is not None:
+        return Action(Do.WRITE_STATUS, worker=placement.worker, status=desired)
     if copy_plan.spec_patch is not None:
         return Action(Do.PATCH_COPY, worker=placement.worker, patch=copy_plan.spec_patch)
     return Action(Do.REQUEUE, after=g.resync)

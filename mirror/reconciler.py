@@ -198,6 +198,9 @@ class Reconciler:
         group = self._read(job)
         for _ in range(MAX_ACTIONS):
             action = next_action(self.kind, group)
+            if action.do in (Do.REQUEUE, Do.PATCH_COPY) and not group.wrote_status \
+                    and group.placement.worker in group.copies:
+                self.status_lag.forget(group.job["metadata"]["uid"])  # the manager already says what the copy says
             if action.do is Do.REQUEUE:
                 return action.after
             log.debug("%s/%s: %s%s", job["metadata"]["namespace"], job["metadata"]["name"], action.do,
@@ -287,8 +290,11 @@ class Reconciler:
                 assert worker is not None
                 return Done(await self._collision(job, worker, g.copies[worker.name]))
             case Do.WRITE_STATUS:
-                remote = g.copies.get(action.worker) if action.worker else None
-                return replace(g, job=await self._write_status(job, remote, g.now), wrote_status=True)
+                assert action.status is not None
+                written = await self._put_status(job, action.status)
+                if action.worker is not None and (waited := self.status_lag.mirrored(job["metadata"]["uid"])):
+                    metrics.STATUS_PROPAGATION.labels(waited[0]).observe(waited[1])
+                return replace(g, job=written, wrote_status=True)
             case Do.PATCH_COPY:
                 assert worker is not None and action.patch is not None
                 return Done(await self._patch_copy(job, worker, g.copies[worker.name], action.patch))
