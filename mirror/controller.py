@@ -284,6 +284,8 @@ class MirrorController:
             spawn(w.probe_loop(), f"{w.name}-probe")
             if w.config_error is None and w.held is not None:
                 spawn(self._admit(w), f"{w.name}-admit")
+        if self.rooms:
+            spawn(self._export_rooms(), "room-metrics")
         for informer in self.informers.values():
             await informer.wait_synced()
         # Give reachable workers a moment to sync and answer a probe, so the first placements
@@ -337,6 +339,14 @@ class MirrorController:
             return
         w.admit(ident, is_manager=ident == self.manager_cluster)
         self._start_worker(w)
+
+    async def _export_rooms(self, interval: float = 10.0) -> None:
+        """The capacity gauges of every worker's room view, refreshed every ``interval`` seconds."""
+        while True:
+            for room in self.rooms.values():
+                if room.synced:
+                    room.export()
+            await asyncio.sleep(interval)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)

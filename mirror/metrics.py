@@ -62,3 +62,12 @@ INSPECT_STREAMS_REFUSED = Counter("jobmirror_inspect_log_streams_refused_total",
                                   "Log streams refused at the total or per-user cap (answered 429)")
 INSPECT_STREAMS_CUT = Counter("jobmirror_inspect_log_streams_cut_total",
                               "Log streams cut because the reader stopped accepting data (inspectWriteTimeout)")
+WORKER_ALLOCATABLE = Gauge("jobmirror_worker_allocatable", "Allocatable of a worker's Ready, uncordoned nodes, in the "
+                           "scheduler's units (cpu in millicores), from its room view (placement RoomAware)",
+                           ["worker", "resource"])
+WORKER_REQUESTED = Gauge("jobmirror_worker_requested", "What the non-terminal pods bound to those nodes request, same "
+                         "units (placement RoomAware)", ["worker", "resource"])
+WORKER_PODS_PENDING = Gauge("jobmirror_worker_pods_pending", "Non-terminal pods of a worker not bound to a node yet "
+                            "(placement RoomAware)", ["worker"])
+NO_WORKER_FITS = Counter("jobmirror_no_worker_fits_total", "Placements refused because no worker could ever run the "
+                         "Job's pod (NoWorkerFits events, before their once-per-Job filter)")

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from mirror import metrics
 from mirror.room.fit import WorkerFit
 
 
@@ -89,6 +90,7 @@ def narrow_by_room(workers: Sequence[WorkerView], fits: Mapping[str, WorkerFit],
     healthy = [w for w in workers if w.healthy]
     could = {w.name for w in healthy if w.name not in fits or fits[w.name].ever}
     if healthy and not could:
+        metrics.NO_WORKER_FITS.inc()
         raise NoWorkerFits("no worker could ever run its pod: "
                            + "; ".join(f"{w.name}: {fits[w.name].why}" for w in sorted(healthy, key=lambda w: w.name)))
     roomy = {n for n in could if n not in fits or fits[n].now > 0}

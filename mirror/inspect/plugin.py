@@ -30,7 +30,7 @@ from jobapi.objects import annotations_of
 from jobapi.times import parse_time, utcnow
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
 from kruntime.names import InvalidName, check_name, check_namespace, segment
-from kruntime.resources import EVENTS, JOBS, Obj
+from kruntime.resources import EVENTS, JOBS, NODES, PODS, Obj
 from mirror.config import Config
 from mirror.inspect import reads
 from mirror.inspect.api import TOKEN_HEADER
@@ -43,6 +43,7 @@ from mirror.naming import (
     DEFAULT_CONTROLLER_NAME,
     FIELD_MANAGER,
 )
+from mirror.room.view import NOT_TERMINAL, free_summary, room_totals, rooms_of
 
 #: where deploy/ puts the inspect API: namespace/scheme:service:port-name (it serves HTTPS only)
 DEFAULT_INSPECT_SERVICE = "jobmirror-system/https:jobmirror-inspect:inspect"
@@ -282,6 +283,8 @@ async def status(t: Target, args: Any, out: Callable[[str], None]) -> int:
         out(f"{'WORKER':12s} {'HEALTH':10s} {'VERSION':10s} DETAIL")
         for w in await worker_health(t.config):
             out(f"{w['name']:12s} {w['health']:10s} {w['version']:10s} {w['detail']}")
+            if w.get("room"):
+                out(f"{'':12s} room: {w['room']}")
     return 0
 
 
@@ -299,13 +302,27 @@ async def worker_health(cfg: Config) -> list[dict[str, str]]:
         try:
             await client.request("GET", "/readyz")
             v = await client.request("GET", "/version")
-            row.update(health="healthy", version=str(v.get("gitVersion", "?")), detail=client.host)
+            row.update(health="healthy", version=str(v.get("gitVersion", "?")), detail=client.host,
+                       room=await worker_room(client))
         except ApiError as exc:
             row.update(health="UNHEALTHY", detail=str(exc))
         finally:
             await client.close()
         out.append(row)
     return out
+
+
+async def worker_room(client: ClusterClient) -> str:
+    """Free room per resource over the worker's schedulable nodes, and its pending pods (one read)."""
+    try:
+        nodes, _ = await client.list_all(NODES)
+        pods, _ = await client.list_all(PODS, field_selector=NOT_TERMINAL)
+    except ApiError as exc:
+        if exc.status == 403:
+            return "not readable with this kubeconfig (deploy/worker-room/ grants it)"
+        return f"not read: {exc}"
+    rooms, pending = rooms_of(nodes, pods)
+    return free_summary(room_totals(rooms), pending)
 
 
 async def _worker_client(t: Target, worker: str) -> ClusterClient:

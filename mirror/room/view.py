@@ -17,7 +17,10 @@ from typing import Any
 from kruntime.client import ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import NODES, PODS, Obj
+from mirror import metrics
 from mirror.room.fit import NodeRoom, WorkerFit, node_room, worker_fit
+from mirror.room.quantity import show
+from mirror.room.requests import PODS as POD_SLOTS
 from mirror.room.requests import HostPort, PodShape, host_ports, pod_requests
 
 #: pods that still hold room on their node (a terminal pod frees it)
@@ -42,6 +45,24 @@ def slim_node(node: Obj) -> Obj:
             "status": {"allocatable": st.get("allocatable") or st.get("capacity") or {}, "conditions": ready}}
 
 
+def room_totals(rooms: Sequence[NodeRoom]) -> dict[str, dict[str, int]]:
+    """Allocatable and requested per resource over the Ready, uncordoned nodes."""
+    allocatable: Counter[str] = Counter()
+    requested: Counter[str] = Counter()
+    for r in rooms:
+        if r.ready and not r.cordoned:
+            allocatable.update(r.allocatable)
+            requested.update(r.requested)
+    return {"allocatable": dict(allocatable), "requested": dict(requested)}
+
+
+def free_summary(totals: dict[str, dict[str, int]], pending: int) -> str:
+    """``cpu 6500m/8 free, memory 12Gi/16Gi free; 1 pod pending`` (what ``status`` prints per worker)."""
+    parts = [f"{r} {show(r, max(0, have - totals['requested'].get(r, 0)))}/{show(r, have)} free"
+             for r, have in sorted(totals["allocatable"].items()) if r != POD_SLOTS]
+    return (", ".join(parts) or "no schedulable nodes") + f"; {pending} pod{'s' if pending != 1 else ''} pending"
+
+
 class _NodeLoad:
     """What the pods bound to one node take from it."""
 
@@ -56,6 +77,45 @@ class _NodeLoad:
         self.ports.update({HostPort(proto, port, ip): sign for proto, port, ip in pod["ports"]})
 
 
+class Loads:
+    """What the non-terminal pods of a worker take from its nodes, kept pod by pod (pure)."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, _NodeLoad] = {}
+        #: non-terminal pods not bound to a node yet
+        self.pending = 0
+
+    def count(self, pod: Obj | None, sign: int) -> None:
+        """Add (``sign`` 1) or take back (-1) one pod, as :func:`slim_pod` cut it."""
+        if pod is None or "requests" not in pod:
+            return
+        node = pod["nodeName"]
+        if not node:
+            self.pending += sign
+            return
+        self._by_node.setdefault(node, _NodeLoad()).add(pod, sign)
+
+    def rooms(self, nodes: Sequence[Obj]) -> list[NodeRoom]:
+        """Every node with what its pods take from it now."""
+        out = []
+        for node in nodes:
+            room = node_room(node)
+            load = self._by_node.get(room.name)
+            if load is not None:
+                room = replace(room, requested={r: v for r, v in load.requested.items() if v},
+                               pod_count=load.pods, ports=frozenset(p for p, n in load.ports.items() if n > 0))
+            out.append(room)
+        return out
+
+
+def rooms_of(nodes: Sequence[Obj], pods: Sequence[Obj]) -> tuple[list[NodeRoom], int]:
+    """The rooms of ``nodes`` given the non-terminal ``pods`` read once (``status``), and the pending count."""
+    loads = Loads()
+    for p in pods:
+        loads.count(slim_pod(p), +1)
+    return loads.rooms(nodes), loads.pending
+
+
 class RoomView:
     """The room of one worker, from two informers on its watch client."""
 
@@ -64,9 +124,7 @@ class RoomView:
         self.nodes = Informer(client, NODES, transform=slim_node)
         self.pods = Informer(client, PODS, field_selector=NOT_TERMINAL, transform=slim_pod)
         self.pods.add_handler(self._on_pod)
-        self._load: dict[str, _NodeLoad] = {}
-        #: non-terminal pods not bound to a node yet
-        self.pending = 0
+        self.loads = Loads()
 
     def informers(self) -> list[Informer]:
         return [self.nodes, self.pods]
@@ -75,44 +133,32 @@ class RoomView:
     def synced(self) -> bool:
         return self.nodes.synced.is_set() and self.pods.synced.is_set()
 
-    def _count(self, pod: Obj | None, sign: int) -> None:
-        if pod is None or "requests" not in pod:
-            return
-        node = pod["nodeName"]
-        if not node:
-            self.pending += sign
-            return
-        self._load.setdefault(node, _NodeLoad()).add(pod, sign)
+    @property
+    def pending(self) -> int:
+        return self.loads.pending
 
     def _on_pod(self, etype: str, old: Obj | None, new: Obj) -> None:
-        self._count(old, -1)
+        self.loads.count(old, -1)
         if etype != "DELETED":
-            self._count(new, +1)
+            self.loads.count(new, +1)
 
     def rooms(self) -> list[NodeRoom]:
-        """Every node with what its pods take from it now."""
-        out = []
-        for node in self.nodes.items():
-            room = node_room(node)
-            load = self._load.get(room.name)
-            if load is not None:
-                room = replace(room, requested={r: v for r, v in load.requested.items() if v},
-                               pod_count=load.pods, ports=frozenset(p for p, n in load.ports.items() if n > 0))
-            out.append(room)
-        return out
+        return self.loads.rooms(self.nodes.items())
 
     def fit(self, shape: PodShape, want: int) -> WorkerFit:
         return worker_fit(shape, self.rooms(), want)
 
     def totals(self) -> dict[str, dict[str, int]]:
-        """Allocatable and requested per resource over schedulable nodes (metrics, ``status``)."""
-        rooms: Sequence[NodeRoom] = [r for r in self.rooms() if r.ready and not r.cordoned]
-        allocatable: Counter[str] = Counter()
-        requested: Counter[str] = Counter()
-        for r in rooms:
-            allocatable.update(r.allocatable)
-            requested.update(r.requested)
-        return {"allocatable": dict(allocatable), "requested": dict(requested)}
+        """Allocatable and requested per resource over schedulable nodes (metrics)."""
+        return room_totals(self.rooms())
+
+    def export(self) -> None:
+        """Set this worker's capacity gauges (called periodically, not per pod event)."""
+        totals = self.totals()
+        for kind, gauge in (("allocatable", metrics.WORKER_ALLOCATABLE), ("requested", metrics.WORKER_REQUESTED)):
+            for resource in {*totals["allocatable"], *totals["requested"]}:
+                gauge.labels(self.worker, resource).set(totals[kind].get(resource, 0))
+        metrics.WORKER_PODS_PENDING.labels(self.worker).set(self.pending)
 
     def describe(self) -> dict[str, Any]:
         return {"nodes": len(self.nodes.cache), "pods": len(self.pods.cache), "pending": self.pending,

@@ -316,3 +316,12 @@ async def test_status_reports_each_worker_health(status_run: StatusRun, worker: 
     assert line is not None, status_run.run.out
     assert line.split()[1] == health
     assert re.search(rf"^{worker} +{health} +{detail}", line), line
+
+
+@pytest.mark.parametrize("worker", ["worker-1", "worker-2"])
+async def test_status_shows_each_reachable_workers_free_room(status_run: StatusRun, worker: str) -> None:
+    lines = status_run.run.out.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.split()[:1] == [worker])
+    room = lines[at + 1].split("room:", 1)
+    assert len(room) == 2, lines[at + 1]
+    assert re.fullmatch(r" cpu \S+/\S+ free, .*memory \S+/\S+ free.*; \d+ pods? pending", room[1]), room[1]

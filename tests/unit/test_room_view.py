@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from kruntime.resources import NODES, PODS, Obj
+from mirror import metrics
 from mirror.room.requests import PodShape, shape_of_template
-from mirror.room.view import RoomView, slim_pod
+from mirror.room.view import RoomView, free_summary, room_totals, rooms_of, slim_pod
 from testkit.fakecluster import FakeApiServer
 
 GPU = "example.com/gpu"
@@ -103,3 +104,25 @@ def test_a_cached_pod_keeps_only_what_the_fit_needs() -> None:
     p["metadata"].update(uid="u", resourceVersion="7", labels={"a": "b"}, annotations={"big": "y" * 10_000})
     assert slim_pod(p) == {"metadata": {"name": "a", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
                            "nodeName": "n1", "requests": {"cpu": 250}, "ports": [("TCP", 8080, "")]}
+
+
+async def test_capacity_gauges_follow_the_view(room: tuple[FakeApiServer, RoomView]) -> None:
+    server, view = room
+    await server.client("kubelet").create(PODS, "ns", pod("a", "n1", "1500m"))
+    await server.client("scheduler").create(PODS, "ns", pod("p", None, "1"))
+    await settle()
+    view.export()
+    assert metrics.WORKER_ALLOCATABLE.labels("w1", "cpu")._value.get() == 8000
+    assert metrics.WORKER_REQUESTED.labels("w1", "cpu")._value.get() == 1500
+    assert metrics.WORKER_ALLOCATABLE.labels("w1", GPU)._value.get() == 2
+    assert metrics.WORKER_REQUESTED.labels("w1", GPU)._value.get() == 0
+    assert metrics.WORKER_PODS_PENDING.labels("w1")._value.get() == 1
+
+
+def test_a_one_off_read_gives_the_same_rooms_and_the_free_summary() -> None:
+    nodes = [node("n1"), node("n2", extra={GPU: "2"})]
+    pods = [pod("a", "n1", "1500m"), pod("b", "n2", "500m"), pod("p", None, "1")]
+    rooms, pending = rooms_of(nodes, pods)
+    assert pending == 1 and {r.name: r.requested for r in rooms} == {"n1": {"cpu": 1500}, "n2": {"cpu": 500}}
+    assert free_summary(room_totals(rooms), pending) == (
+        f"cpu 6/8 free, {GPU} 2/2 free, memory 16Gi/16Gi free; 1 pod pending")
