@@ -264,10 +264,24 @@ def plot_compare(result: dict[str, Any], path: Path) -> Path:
         ax3.set_yscale("log")
         ax3.legend(fontsize=6)
         ax3.set_title("same run, same bed rebuilt per contender (log scale)", fontsize=9)
-    fig.suptitle(f"jobmirror vs MultiKueue v{result.get('kueueVersion')} vs the bare-API limit — manager + 2 kwok "
-                 "workers; shared 2-core machine", fontsize=12)
+    fig.suptitle(compare_title(result), fontsize=12)
     _footer(fig, result)
     fig.tight_layout(rect=(0, 0.02, 1, 0.97))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def compare_title(result: dict[str, Any]) -> str:
+    """The compare plot's title, naming only the contenders that ran (MultiKueue only if it did)."""
+    names = []
+    for key in result.get("contenders") or {}:
+        if key.startswith("multikueue"):
+            name = f"MultiKueue v{result.get('kueueVersion')}"
+        elif key == "bare":
+            name = "the bare-API limit"
+        else:
+            name = "jobmirror"
+        if name not in names:
+            names.append(name)
+    return f"{' vs '.join(names) or 'nothing ran'} — manager + 2 kwok workers; shared 2-core machine"

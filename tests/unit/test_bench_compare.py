@@ -161,3 +161,20 @@ def test_behaviour_records_conditions_in_order_of_first_appearance() -> None:
     assert behaviour.terminal(rec.final)
     summary = behaviour.summarize_status(rec.final)
     assert summary is not None and summary["completionTime"] is None and summary["startTime"] is None
+
+
+@pytest.mark.parametrize(
+    ("contenders", "title"),
+    [
+        (["bare", "jobmirror"], "the bare-API limit vs jobmirror"),
+        (["jobmirror", "jobmirror-5qps"], "jobmirror"),
+        (["jobmirror", "multikueue", "multikueue-equal", "bare"],
+         "jobmirror vs MultiKueue v0.19.2 vs the bare-API limit"),
+    ],
+    ids=["no-kueue", "jobmirror-only", "all"],
+)
+def test_the_compare_plot_names_only_what_ran(contenders: list[str], title: str) -> None:
+    from bench.plot import compare_title
+
+    result = {"kueueVersion": "0.19.2", "contenders": {k: {} for k in contenders}}
+    assert compare_title(result).startswith(title + " — ")
