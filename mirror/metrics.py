@@ -71,3 +71,5 @@ WORKER_PODS_PENDING = Gauge("jobmirror_worker_pods_pending", "Non-terminal pods 
                             "(placement RoomAware)", ["worker"])
 NO_WORKER_FITS = Counter("jobmirror_no_worker_fits_total", "Placements refused because no worker could ever run the "
                          "Job's pod (NoWorkerFits events, before their once-per-Job filter)")
+JOBS_WAITING_FOR_ROOM = Gauge("jobmirror_jobs_waiting_for_room", "Jobs kept in the manager because no worker that "
+                              "could run them has room now, or an older waiting Job holds it (placement RoomAware)")

@@ -43,6 +43,25 @@ class NoWorkerFits(NoWorker):
     reason = "NoWorkerFits"
 
 
+class WaitingForRoom(NoWorker):
+    """Workers could run the Job's pod, but none may take it now: it waits in the manager."""
+
+    reason = "WaitingForRoom"
+
+    def __init__(self, message: str, could: frozenset[str]) -> None:
+        super().__init__(message)
+        self.could = could
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A Job kept in the manager for room: its place in line and the workers it could run on."""
+
+    #: (creationTimestamp, uid): older first, the uid breaks ties
+    order: tuple[str, str]
+    could: frozenset[str]
+
+
 def _candidates(workers: Sequence[WorkerView], pinned: str | None) -> list[WorkerView]:
     if pinned:
         match = [w for w in workers if w.name == pinned]
@@ -76,26 +95,43 @@ class RoundRobin:
         return w.name
 
 
-def narrow_by_room(workers: Sequence[WorkerView], fits: Mapping[str, WorkerFit],
-                   pinned: str | None) -> list[WorkerView]:
-    """``workers`` with only those left healthy where the Job's pod could ever run, and of those the
-    ones with room for it now when any has; the policy then chooses among them as usual.
+def narrow_by_room(workers: Sequence[WorkerView], fits: Mapping[str, WorkerFit], pinned: str | None, *,
+                   order: tuple[str, str] = ("", ""), waiting: Mapping[str, Waiting] | None = None,
+                   ) -> list[WorkerView]:
+    """``workers`` with only those left healthy that may take the Job now; the policy then chooses
+    among them as usual.
 
-    A worker without a known fit (its room view not synced, or it shows no nodes — scaled to
-    zero, or nodes not readable) stays a candidate: unknown is not "never". A pin wins over room.
-    Raises NoWorkerFits when every healthy candidate is known never to fit.
+    Never a worker where its pod could never run (NoWorkerFits when that is every healthy one).
+    Of the others, only those with room for a pod now (WaitingForRoom when none has: the Job waits
+    in the manager). The order is first come, first placed per worker: a worker that a Job created
+    earlier is waiting for (one it could run on) takes no later Job, so a stream of small Jobs
+    cannot keep a large one waiting for ever; later Jobs still go to workers no older Job waits
+    for. A worker without a known fit (its room view not synced, or it shows no nodes — scaled
+    to zero, or nodes not readable) is treated as having room: unknown is not "never". A pin
+    wins over room.
     """
     if pinned:
         return list(workers)
     healthy = [w for w in workers if w.healthy]
+    if not healthy:
+        return list(workers)  # the policy says no healthy worker
     could = {w.name for w in healthy if w.name not in fits or fits[w.name].ever}
-    if healthy and not could:
+    if not could:
         metrics.NO_WORKER_FITS.inc()
         raise NoWorkerFits("no worker could ever run its pod: "
                            + "; ".join(f"{w.name}: {fits[w.name].why}" for w in sorted(healthy, key=lambda w: w.name)))
     roomy = {n for n in could if n not in fits or fits[n].now > 0}
-    keep = roomy or could
-    return [replace(w, healthy=w.healthy and w.name in keep) for w in workers]
+    held = set().union(*(w.could for w in (waiting or {}).values() if w.order < order))
+    free = roomy - held
+    if not free:
+        if roomy:
+            why = (f"{', '.join(sorted(roomy))} {'has' if len(roomy) == 1 else 'have'} room now but "
+                   "Jobs created earlier wait for it there (first come, first placed)")
+        else:
+            why = "no worker has room for its pod now: " + "; ".join(
+                f"{n}: {fits[n].why}" for n in sorted(could) if n in fits)
+        raise WaitingForRoom(why, frozenset(could))
+    return [replace(w, healthy=w.healthy and w.name in free) for w in workers]
 
 
 def explain(policy: str, workers: Sequence[WorkerView], chosen: str, pinned: str | None) -> str:

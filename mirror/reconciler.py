@@ -65,7 +65,15 @@ from mirror.naming import (
     FINALIZER,
     derived_remote_name,
 )
-from mirror.placement import NoWorker, PlacementPolicy, WorkerView, explain, narrow_by_room
+from mirror.placement import (
+    NoWorker,
+    PlacementPolicy,
+    Waiting,
+    WaitingForRoom,
+    WorkerView,
+    explain,
+    narrow_by_room,
+)
 from mirror.plan import MAX_ACTIONS, Action, Do, Found, Group, next_action
 from mirror.propagation import StatusLag
 from mirror.room.fit import WorkerFit
@@ -80,6 +88,8 @@ T = TypeVar("T")
 
 NORMAL, WARNING = "Normal", "Warning"
 
+#: seconds between two looks for room for a Job waiting in the manager (RoomAware)
+WAITING_RECHECK = 3.0
 #: the most Jobs any per-uid record of the reconciler holds at once (a backstop, see forget)
 MAX_TRACKED_JOBS = 50_000
 
@@ -104,6 +114,8 @@ class JobMemory:
     unconfigured_noted: bool = False
     #: the NoWorker message last evented (not repeated every pass while it holds)
     no_worker_said: str | None = None
+    #: told it waits for room (once per wait)
+    waiting_said: bool = False
 
 
 @dataclass(frozen=True)
@@ -158,6 +170,9 @@ class Reconciler:
         self._own = OwnWrites()
         #: manager uids whose create we sent to a worker (answered or not)
         self._attempted: dict[str, set[str]] = {name: set() for name in self.workers}
+        #: Jobs waiting in the manager for room (RoomAware), by uid: each holds the workers it could
+        #: run on against later Jobs (mirror.placement.narrow_by_room)
+        self._waiting: dict[str, Waiting] = {}
         #: per manager uid, what passes remember about it: dropped whole when the Job is handled
         #: to the end or leaves the cache (forget); the LRU bound caps what a missed drop can leak
         self._memory: LruDict[str, JobMemory] = LruDict(MAX_TRACKED_JOBS)
@@ -220,6 +235,8 @@ class Reconciler:
         copies = {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, job)) is not None}
         for name in copies:
             self._pending[name].discard(uid)
+        if uid in self._waiting and (placement_of(job).worker is not None or self.kind.is_suspended(job)):
+            self._stop_waiting(uid)  # placed (or held back by the user): it holds no worker for later Jobs
         return Group(job, copies, self._worker_states(job), now=self.now(), origin=self.origin,
                      resync=self.cfg.resync_period, worker_lost_timeout=self.cfg.worker_lost_timeout,
                      configured_for=time.monotonic() - self._started,
@@ -261,7 +278,10 @@ class Reconciler:
                 return replace(g, handled=g.handled | {worker.name})
             case Do.PLACE:
                 job, placement = await self._place(job)  # one write: the finalizer and the placement
-                return Done(self.cfg.resync_period) if placement.worker is None else replace(g, job=job)
+                if placement.worker is not None:
+                    return replace(g, job=job)
+                waits = job["metadata"]["uid"] in self._waiting  # room is looked for again soon
+                return Done(min(self.cfg.resync_period, WAITING_RECHECK) if waits else self.cfg.resync_period)
             case Do.ENSURE_FINALIZER:
                 return replace(g, job=await self._ensure_finalizer(job))
             case Do.LOST:
@@ -372,7 +392,15 @@ class Reconciler:
             excluded |= refusal_exclusions(self._recalled(uid).refused, time.monotonic())
         views = self.worker_views(excluded)
         fits = self._fits(job, views) if self.rooms else {}
-        views = narrow_by_room(views, fits, pin) if self.rooms else views
+        if self.rooms:
+            order = (str(job["metadata"].get("creationTimestamp") or ""), uid)
+            try:
+                views = narrow_by_room(views, fits, pin, order=order, waiting=self._waiting)
+            except WaitingForRoom as wait:
+                self._waiting[uid] = Waiting(order, wait.could)
+                metrics.JOBS_WAITING_FOR_ROOM.set(len(self._waiting))
+                raise
+            self._stop_waiting(uid)
         chosen = self.policy.choose(views, pin)
         if chosen is None:
             raise NoWorker("the placement policy chose none")
@@ -402,14 +430,20 @@ class Reconciler:
         except NoWorker as exc:
             uid, message = job["metadata"]["uid"], f"cannot dispatch: {exc}"
             memory = self._remember_about(uid)
-            if says_something_new(memory.no_worker_said, message):
+            if isinstance(exc, WaitingForRoom):
+                if not memory.waiting_said:  # once per wait: its figures change while it waits
+                    memory.waiting_said = True
+                    self.recorder.event(job, NORMAL, exc.reason, f"waits in the manager: {exc}; it is placed "
+                                        "when room appears, Jobs created earlier first")
+            elif says_something_new(memory.no_worker_said, message):
                 memory.no_worker_said = message
                 self.recorder.event(job, WARNING, exc.reason, message)
             else:
                 log.debug("%s/%s still cannot be dispatched: %s", job["metadata"]["namespace"],
                           job["metadata"]["name"], exc)
             return job, Placement(None, job["metadata"]["name"])
-        self._recalled(job["metadata"]["uid"]).no_worker_said = None
+        memory = self._recalled(job["metadata"]["uid"])
+        memory.no_worker_said, memory.waiting_said = None, False
         return await self._place_on(job, chosen)
 
     async def _place_on(self, job: Obj, choice: Choice) -> tuple[Obj, Placement]:
@@ -869,6 +903,11 @@ class Reconciler:
             tracked.discard(uid)
         self._memory.pop(uid, None)
         self.status_lag.forget(uid)
+        self._stop_waiting(uid)
+
+    def _stop_waiting(self, uid: str) -> None:
+        if self._waiting.pop(uid, None) is not None:
+            metrics.JOBS_WAITING_FOR_ROOM.set(len(self._waiting))
 
     async def _write_status(self, job: Obj, remote: Obj | None, now: datetime) -> Obj:
         """The manager Job after the write (``job`` itself when nothing changed)."""

@@ -1,9 +1,11 @@
 """Placement RoomAware on real API servers: kwok nodes shaped with kubectl-like API writes.
 
-The room views watch the workers' real Nodes and Pods; nodes are labelled as an operator
-would. A Job whose nodeSelector only worker-2's nodes satisfy goes there (LeastLoaded alone
-breaks the 0/0 tie towards worker-1) and runs; a Job no node could ever hold stays in the
-manager with a NoWorkerFits event naming each worker and why, and no copy anywhere.
+The room views watch the workers' real Nodes and Pods; nodes are labelled and filled with
+pods as an operator (or other tenants) would. A Job whose nodeSelector only worker-2's nodes
+satisfy goes there (LeastLoaded alone breaks the 0/0 tie towards worker-1) and runs; a Job no
+node could ever hold stays in the manager with a NoWorkerFits event naming each worker and
+why, and no copy anywhere; a Job that could run but finds every node full waits in the manager
+(WaitingForRoom, once) and runs where room appears.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from clusterbed.cluster import ClusterSpec, LocalCluster
-from kruntime.client import ClusterClient
-from kruntime.resources import JOBS, NODES, Obj
+from kruntime.client import ApiError, ClusterClient
+from kruntime.resources import JOBS, NODES, PODS, Obj
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PLACEMENT_REASON
+from mirror.room.quantity import amount
+from mirror.room.requests import shape_of_template
 from tests.conftest import wait_for
 from tests.integration.mirror_env import make_job, mirror_env
 
@@ -66,3 +70,53 @@ async def test_room_aware_placement_follows_the_nodes(client_for: ClientFor, clu
         assert held is not None and ANNOTATION_CLUSTER not in (held["metadata"].get("annotations") or {})
         assert await env.copies(held["metadata"]["uid"]) == {}
         await env.manager.delete(JOBS, ns, "huge")
+
+
+@contextlib.asynccontextmanager
+async def hogs(worker: ClusterClient, ns: str, leave_cpu_milli: int) -> AsyncIterator[list[str]]:
+    """A pod bound to each node of ``worker`` taking all its cpu but ``leave_cpu_milli``, running for
+    10 minutes unless deleted (the bed's kwok ends a pod after its kwok-duration annotation)."""
+    nodes, _ = await worker.list_all(NODES)
+    names = []
+    for n in nodes:
+        alloc = amount("cpu", n["status"]["allocatable"]["cpu"])
+        name = f"hog-{n['metadata']['name']}"[:63]
+        await worker.create(PODS, ns, {"metadata": {"name": name, "annotations": {
+            "jobmirror.dev/kwok-duration": "600000ms"}}, "spec": {  # kwok ends a pod after this
+            "nodeName": n["metadata"]["name"], "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox",
+                            "resources": {"requests": {"cpu": f"{alloc - leave_cpu_milli}m"}}}]}})
+        names.append(name)
+    try:
+        yield names
+    finally:
+        for name in names:
+            with contextlib.suppress(ApiError):
+                await worker.delete(PODS, ns, name)
+
+
+@pytest.mark.integration
+async def test_a_job_waits_in_the_manager_until_room_appears(client_for: ClientFor, cluster: ClusterFn,
+                                                              ns: str) -> None:
+    async with mirror_env(client_for, cluster, ns, placement="RoomAware") as env, \
+            hogs(env.workers["worker-1"], ns, 500), hogs(env.workers["worker-2"], ns, 500) as hogs_2:
+        await env.start()
+        ctrl = env.controllers[-1][0]
+
+        async def full() -> bool:
+            return bool(ctrl.rooms) and all(r.synced and r.nodes.cache and not r.fit(
+                shape_of_template({"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}),
+                1).now for r in ctrl.rooms.values())
+
+        await wait_for(full, timeout=30, what="both workers' nodes full in the room views")
+        await env.create(with_pod_spec(make_job("waits", duration_ms=500), containers=[
+            {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]))
+        event = await env.wait_event("waits", "WaitingForRoom")
+        assert "no worker has room for its pod now" in event["message"]
+        held = await env.get("waits")
+        assert held is not None and ANNOTATION_CLUSTER not in (held["metadata"].get("annotations") or {})
+        for name in hogs_2:  # an operator frees worker-2
+            await env.workers["worker-2"].delete(PODS, ns, name)
+        done = await env.wait_condition("waits", "Complete", timeout=60)
+        assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-2"
+        assert [e["reason"] for e in await env.events("waits")].count("WaitingForRoom") == 1

@@ -6,13 +6,14 @@ Nodes and Pods the room views watch (testkit/fakefleet.py).
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
 
 from kruntime.resources import PODS, Obj
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, ANNOTATION_PLACEMENT_REASON
-from mirror.placement import NoWorkerFits, WorkerView, narrow_by_room
+from mirror.placement import NoWorkerFits, Waiting, WaitingForRoom, WorkerView, narrow_by_room
 from mirror.room.fit import WorkerFit
 from testkit.fakefleet import FakeFleet, fake_fleet, job
 
@@ -30,19 +31,44 @@ def views(*names: str, down: tuple[str, ...] = ()) -> list[WorkerView]:
     [
         ({"w1": NEVER, "w2": ROOM}, None, (), {"w2"}),
         ({"w1": FULL, "w2": ROOM}, None, (), {"w2"}),
-        ({"w1": FULL, "w2": FULL}, None, (), {"w1", "w2"}),  # none has room now: both could, LeastLoaded picks
-        ({"w1": NEVER, "w2": FULL}, None, (), {"w2"}),
         ({"w1": NEVER}, None, (), {"w2"}),  # w2's room unknown: it stays a candidate
         ({"w1": NEVER, "w2": ROOM}, "w1", (), {"w1", "w2"}),  # a pin wins over room
         ({"w1": ROOM, "w2": ROOM}, None, ("w1",), {"w2"}),  # an unhealthy worker stays out
         ({}, None, (), {"w1", "w2"}),
     ],
-    ids=["never-left-out", "room-now-preferred", "none-roomy", "could-beats-never", "unknown-kept", "pinned",
+    ids=["never-left-out", "room-now-preferred", "unknown-kept", "pinned",
          "unhealthy", "no-views"],
 )
 def test_narrow_by_room(fits: dict[str, WorkerFit], pin: str | None, down: tuple[str, ...],
                         healthy_after: set[str]) -> None:
     got = narrow_by_room(views("w1", "w2", down=down), fits, pin)
+    assert {w.name for w in got if w.healthy} == healthy_after
+
+
+OLDER, NEWER = ("2026-11-25T10:00:00Z", "u-old"), ("2026-11-25T11:00:00Z", "u-new")
+
+
+@pytest.mark.parametrize(
+    ("fits", "waiting", "healthy_after", "waits"),
+    [
+        ({"w1": FULL, "w2": FULL}, {}, None, "no worker has room for its pod now: w1: no room now"),
+        ({"w1": NEVER, "w2": FULL}, {}, None, "no worker has room for its pod now: w2: no room now"),
+        ({"w1": ROOM, "w2": ROOM}, {"u-old": Waiting(OLDER, frozenset({"w2"}))}, {"w1"}, None),
+        ({"w1": NEVER, "w2": ROOM}, {"u-old": Waiting(OLDER, frozenset({"w2"}))}, None,
+         "w2 has room now but Jobs created earlier wait for it there"),
+        ({"w1": ROOM, "w2": ROOM}, {"u-later": Waiting(("2026-11-25T12:00:00Z", "u"), frozenset({"w1", "w2"}))},
+         {"w1", "w2"}, None),  # a later Job waiting holds nothing against an earlier one
+    ],
+    ids=["none-has-room", "the-one-that-could-is-full", "older-holds-w2", "held-only-worker", "later-holds-nothing"],
+)
+def test_first_come_first_placed(fits: dict[str, WorkerFit], waiting: dict[str, Waiting],
+                                 healthy_after: set[str] | None, waits: str | None) -> None:
+    if waits is not None:
+        with pytest.raises(WaitingForRoom, match=re.escape(waits)) as wait:
+            narrow_by_room(views("w1", "w2"), fits, None, order=NEWER, waiting=waiting)
+        assert wait.value.could == {n for n, f in fits.items() if f.ever}
+        return
+    got = narrow_by_room(views("w1", "w2"), fits, None, order=NEWER, waiting=waiting)
     assert {w.name for w in got if w.healthy} == healthy_after
 
 
@@ -113,3 +139,34 @@ async def test_a_pin_still_wins() -> None:
         await f.create(job("p", requests={GPU: "1"}, annotations={ANNOTATION_PIN: "worker-1"}))
         await f.sync("p")
         assert placed(f, "p")[ANNOTATION_CLUSTER] == "worker-1"
+
+
+async def test_a_job_waits_for_room_and_is_placed_when_it_appears_before_later_jobs() -> None:
+    async with fake_fleet(nodes=NODES) as f:
+        kubelet = f.workers["worker-2"].client("kubelet")
+        await kubelet.create(PODS, "default", {"metadata": {"name": "hog"}, "spec": {"nodeName": "b1", "containers": [
+            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "7"}}}]}, "status": {"phase": "Running"}})
+        await f.settle()
+        await f.create(job("big", requests={"cpu": "4"}))  # only worker-2's 8-cpu node could hold it
+        assert await f.sync("big") == 3.0  # looked at again soon, not after the resync period
+        await f.sync("big")
+        assert ANNOTATION_CLUSTER not in placed(f, "big")
+        assert [r for r in f.reasons("big") if r == "WaitingForRoom"] == ["WaitingForRoom"]  # said once
+        await asyncio.sleep(1.05)  # creationTimestamp has whole seconds: the next ones are later
+        await f.create(job("gpu", requests={"cpu": "500m", GPU: "1"}))  # fits now, but only on worker-2
+        await f.sync("gpu")
+        assert ANNOTATION_CLUSTER not in placed(f, "gpu")
+        assert any("worker-2 has room now but Jobs created earlier wait for it there" in m
+                   for r, m in f.events("gpu") if r == "WaitingForRoom")
+        await f.create(job("small", requests={"cpu": "500m"}))  # fits now on both: goes where no one waits
+        await f.sync("small")
+        assert placed(f, "small")[ANNOTATION_CLUSTER] == "worker-1"
+        await kubelet.delete(PODS, "default", "hog")
+        await f.settle()
+        await f.sync("gpu")  # still behind "big" until "big" is placed
+        assert ANNOTATION_CLUSTER not in placed(f, "gpu")
+        await f.sync("big")
+        assert placed(f, "big")[ANNOTATION_CLUSTER] == "worker-2"
+        await f.sync("gpu")
+        assert placed(f, "gpu")[ANNOTATION_CLUSTER] == "worker-2"
+        assert f.reconciler._waiting == {}
