@@ -14,7 +14,10 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from mirror import metrics
+from mirror.naming import ANNOTATION_WORKER_SELECTOR
 from mirror.room.fit import WorkerFit
+from mirror.room.selector import SelectorError, matches
+from mirror.room.selector import parse as parse_selector
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,20 @@ class RoundRobin:
         w = c[self._next % len(c)]
         self._next += 1
         return w.name
+
+
+def select_by_labels(workers: Sequence[WorkerView], selector: str) -> list[WorkerView]:
+    """``workers`` with only those whose configured labels match ``selector`` left healthy (the
+    Job's ``jobmirror.dev/worker-selector``). Raises NoWorker naming the bad selector, or saying
+    that no configured worker matches it."""
+    try:
+        requirements = parse_selector(selector)
+    except SelectorError as exc:
+        raise NoWorker(f"annotation {ANNOTATION_WORKER_SELECTOR}: {exc}") from exc
+    chosen = {w.name for w in workers if matches(requirements, w.labels)}
+    if not chosen:
+        raise NoWorker(f"no configured worker has labels matching {ANNOTATION_WORKER_SELECTOR} {selector!r}")
+    return [replace(w, healthy=w.healthy and w.name in chosen) for w in workers]
 
 
 def narrow_by_room(workers: Sequence[WorkerView], fits: Mapping[str, WorkerFit], pinned: str | None, *,

@@ -62,6 +62,7 @@ from mirror.naming import (
     ANNOTATION_PIN,
     ANNOTATION_PLACEMENT_REASON,
     ANNOTATION_REMOTE_NAME,
+    ANNOTATION_WORKER_SELECTOR,
     FINALIZER,
     derived_remote_name,
 )
@@ -73,6 +74,7 @@ from mirror.placement import (
     WorkerView,
     explain,
     narrow_by_room,
+    select_by_labels,
 )
 from mirror.plan import MAX_ACTIONS, Action, Do, Found, Group, next_action
 from mirror.propagation import StatusLag
@@ -391,6 +393,9 @@ class Reconciler:
         if not pin:
             excluded |= refusal_exclusions(self._recalled(uid).refused, time.monotonic())
         views = self.worker_views(excluded)
+        selector = annotations_of(job).get(ANNOTATION_WORKER_SELECTOR)
+        if selector and not pin:  # a pin wins
+            views = select_by_labels(views, selector)
         fits = self._fits(job, views) if self.rooms else {}
         if self.rooms:
             order = (str(job["metadata"].get("creationTimestamp") or ""), uid)

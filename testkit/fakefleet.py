@@ -104,7 +104,7 @@ class FakeFleet:
 
 @contextlib.asynccontextmanager
 async def fake_fleet(workers: tuple[str, ...] = ("worker-1", "worker-2"), *, nodes: dict[str, list[Obj]] | None = None,
-                     **settings: Any) -> AsyncIterator[FakeFleet]:
+                     labels: dict[str, dict[str, str]] | None = None, **settings: Any) -> AsyncIterator[FakeFleet]:
     """A manager and ``workers`` on fake servers, probed, admitted and synced; closed on exit.
 
     ``nodes``: per worker, Node objects to seed; placement is then RoomAware, with a room view
@@ -112,8 +112,8 @@ async def fake_fleet(workers: tuple[str, ...] = ("worker-1", "worker-2"), *, nod
     """
     if nodes is not None:
         settings = {"placement": "RoomAware", **settings}
-    cfg = Config.model_validate({"workers": [{"name": w, "kubeconfig": f"/fake/{w}"} for w in workers],
-                                 "controllerName": CONTROLLER, **settings})
+    entries = [{"name": w, "kubeconfig": f"/fake/{w}", "labels": (labels or {}).get(w, {})} for w in workers]
+    cfg = Config.model_validate({"workers": entries, "controllerName": CONTROLLER, **settings})
     manager = FakeApiServer()
     servers = {w: FakeApiServer() for w in workers}
     for worker, objs in (nodes or {}).items():

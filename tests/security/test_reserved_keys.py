@@ -15,7 +15,13 @@ import yaml
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, Obj, Resource
-from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_DELETE_PROPAGATION, ANNOTATION_PIN, LABEL_ORIGIN_UID
+from mirror.naming import (
+    ANNOTATION_CLUSTER,
+    ANNOTATION_DELETE_PROPAGATION,
+    ANNOTATION_PIN,
+    ANNOTATION_WORKER_SELECTOR,
+    LABEL_ORIGIN_UID,
+)
 from tests.conftest import MANAGER, ensure_namespace, wait_for
 from tests.integration.inspect_env import REPO, service_account
 from tests.integration.mirror_env import make_job
@@ -87,7 +93,7 @@ async def refused(call: Awaitable[Any], *keys: str) -> None:
 async def test_a_tenant_cannot_write_our_keys_on_a_job(client_for: ClientFor, cluster: ClusterFn, ns: str,
                                                        tmp_path: Path, policy: str) -> None:
     """create with, add, change and remove jobmirror.dev/ labels and annotations: refused for a tenant
-    (naming each key), allowed for pin-cluster and delete-propagation and for the controller"""
+    (naming each key), allowed for pin-cluster, worker-selector and delete-propagation and for the controller"""
     await ensure_namespace(await client_for(MANAGER), ns)
     tenant = await as_account(client_for, cluster, ns, "tenant", tmp_path)
     controller = await as_account(client_for, cluster, ns, "jobmirror", tmp_path)
@@ -108,6 +114,7 @@ async def test_a_tenant_cannot_write_our_keys_on_a_job(client_for: ClientFor, cl
 
         # The keys meant for users pass; so does everything else a tenant writes.
         job = make_job("mine", suspend=True, annotations={ANNOTATION_PIN: "worker-1",
+                                                           ANNOTATION_WORKER_SELECTOR: "tier=batch",
                                                            ANNOTATION_DELETE_PROPAGATION: "Orphan"})
         job["metadata"]["labels"] = {"team": "a"}
         await tenant.create(JOBS, ns, job)

@@ -12,8 +12,16 @@ import re
 import pytest
 
 from kruntime.resources import PODS, Obj
-from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, ANNOTATION_PLACEMENT_REASON
-from mirror.placement import NoWorkerFits, Waiting, WaitingForRoom, WorkerView, narrow_by_room
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, ANNOTATION_PLACEMENT_REASON, ANNOTATION_WORKER_SELECTOR
+from mirror.placement import (
+    NoWorker,
+    NoWorkerFits,
+    Waiting,
+    WaitingForRoom,
+    WorkerView,
+    narrow_by_room,
+    select_by_labels,
+)
 from mirror.room.fit import WorkerFit
 from testkit.fakefleet import FakeFleet, fake_fleet, job
 
@@ -170,3 +178,35 @@ async def test_a_job_waits_for_room_and_is_placed_when_it_appears_before_later_j
         await f.sync("gpu")
         assert placed(f, "gpu")[ANNOTATION_CLUSTER] == "worker-2"
         assert f.reconciler._waiting == {}
+
+
+@pytest.mark.parametrize(
+    ("selector", "healthy_after", "error"),
+    [
+        ("region=eu", {"w1"}, None),
+        ("gpu", {"w2"}, None),
+        ("region in (eu, us),!gpu", {"w1"}, None),
+        ("region=asia", None, "no configured worker has labels matching jobmirror.dev/worker-selector 'region=asia'"),
+        ("region in (eu", None, "annotation jobmirror.dev/worker-selector:"),
+    ],
+    ids=["equality", "exists", "set-and-not", "none-matches", "unparsable"],
+)
+def test_select_by_labels(selector: str, healthy_after: set[str] | None, error: str | None) -> None:
+    workers = [WorkerView("w1", True, 0, {"region": "eu"}), WorkerView("w2", True, 0, {"region": "us", "gpu": "a100"})]
+    if error is not None:
+        with pytest.raises(NoWorker, match=re.escape(error)):
+            select_by_labels(workers, selector)
+        return
+    assert {w.name for w in select_by_labels(workers, selector) if w.healthy} == healthy_after
+
+
+async def test_the_worker_selector_picks_among_the_configured_labels() -> None:
+    async with fake_fleet(labels={"worker-1": {"tier": "batch"}, "worker-2": {"tier": "gpu"}}) as f:
+        for n in ("a", "b"):
+            await f.create(job(n, annotations={ANNOTATION_WORKER_SELECTOR: "tier=gpu"}))
+            await f.sync(n)
+            assert placed(f, n)[ANNOTATION_CLUSTER] == "worker-2"  # LeastLoaded alone would alternate
+        await f.create(job("bad", annotations={ANNOTATION_WORKER_SELECTOR: "tier in (gpu"}))
+        await f.sync("bad")
+        assert ANNOTATION_CLUSTER not in placed(f, "bad")
+        assert [r for r, m in f.events("bad") if "jobmirror.dev/worker-selector" in m] == ["NoWorker"]
