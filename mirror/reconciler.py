@@ -79,7 +79,7 @@ from mirror.placement import (
 from mirror.plan import MAX_ACTIONS, Action, Do, Found, Group, next_action
 from mirror.propagation import StatusLag
 from mirror.room.fit import WorkerFit
-from mirror.room.requests import shape_of_template
+from mirror.room.requests import pods_wanted, shape_of_template
 from mirror.room.view import RoomView
 from mirror.worker_calls import WorkerCalls
 from mirror.workers import WorkerBusy, WorkerCluster
@@ -415,8 +415,7 @@ class Reconciler:
     def _fits(self, job: Obj, views: Sequence[WorkerView]) -> dict[str, WorkerFit]:
         """How one pod of ``job`` fits each healthy worker whose room is known (synced, with nodes)."""
         spec = job.get("spec") or {}
-        parallelism = int(spec.get("parallelism", 1) or 0)
-        want = max(1, min(parallelism, int(spec.get("completions") or parallelism)))
+        want = pods_wanted(spec)
         try:
             shape = shape_of_template(spec.get("template") or {})
         except ValueError as exc:  # a quantity the API server would not have accepted: room unknown

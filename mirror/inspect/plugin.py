@@ -43,6 +43,8 @@ from mirror.naming import (
     DEFAULT_CONTROLLER_NAME,
     FIELD_MANAGER,
 )
+from mirror.room.fit import NodeRoom, worker_fit
+from mirror.room.requests import pods_wanted, shape_of_template
 from mirror.room.view import NOT_TERMINAL, free_summary, room_totals, rooms_of
 
 #: where deploy/ puts the inspect API: namespace/scheme:service:port-name (it serves HTTPS only)
@@ -163,7 +165,8 @@ def format_events(events: list[dict[str, Any]], now: datetime) -> list[str]:
 
 
 def format_describe(job: Obj, worker_view: dict[str, Any] | None, worker_problem: str | None,
-                    manager_events: list[dict[str, Any]], now: datetime) -> str:
+                    manager_events: list[dict[str, Any]], now: datetime,
+                    fits: dict[str, str] | None = None) -> str:
     md, ann = job["metadata"], annotations_of(job)
     state = state_of(job)
     pods_seen = (worker_view or {}).get("pods") or []
@@ -175,6 +178,9 @@ def format_describe(job: Obj, worker_view: dict[str, Any] | None, worker_problem
              f"Placement:   {ann.get(ANNOTATION_PLACEMENT_REASON) or '-'}"]
     if ann.get(ANNOTATION_PIN):
         lines.append(f"Pinned to:   {ann[ANNOTATION_PIN]}")
+    if fits:
+        lines.append("Room now (one pod of this Job, per worker):")
+        lines += [f"  {name}: {verdict}" for name, verdict in sorted(fits.items())]
     copy = (worker_view or {}).get("copy")
     if worker_view is None:
         lines.append(f"Copy:        ? ({worker_problem})")
@@ -312,8 +318,8 @@ async def worker_health(cfg: Config) -> list[dict[str, str]]:
     return out
 
 
-async def worker_room(client: ClusterClient) -> str:
-    """Free room per resource over the worker's schedulable nodes, and its pending pods (one read)."""
+async def read_room(client: ClusterClient) -> tuple[list[NodeRoom], int] | str:
+    """A worker's nodes with what its non-terminal pods take, and its pending pods (one read); or why not."""
     try:
         nodes, _ = await client.list_all(NODES)
         pods, _ = await client.list_all(PODS, field_selector=NOT_TERMINAL)
@@ -321,8 +327,13 @@ async def worker_room(client: ClusterClient) -> str:
         if exc.status == 403:
             return "not readable with this kubeconfig (deploy/worker-room/ grants it)"
         return f"not read: {exc}"
-    rooms, pending = rooms_of(nodes, pods)
-    return free_summary(room_totals(rooms), pending)
+    return rooms_of(nodes, pods)
+
+
+async def worker_room(client: ClusterClient) -> str:
+    """Free room per resource over the worker's schedulable nodes, and its pending pods."""
+    room = await read_room(client)
+    return room if isinstance(room, str) else free_summary(room_totals(room[0]), room[1])
 
 
 async def _worker_client(t: Target, worker: str) -> ClusterClient:
@@ -457,13 +468,40 @@ async def describe(t: Target, args: Any, out: Callable[[str], None]) -> int:
             problem = f"inspect API unreachable: {exc}"
     evs, _ = await t.manager.list_all(EVENTS, ns, field_selector=f"involvedObject.uid={job['metadata']['uid']}")
     manager_events = reads.last_events(evs)
+    fits = await job_fits(t.config, job) if t.config is not None else None
     if args.output in ("json", "yaml"):
         out(render({"job": f"{ns}/{args.job}", "state": state_of(job), "annotations": annotations_of(job),
                     "status": job.get("status") or {}, "worker": view, "workerProblem": problem,
-                    "events": manager_events}, args.output))
+                    "room": fits, "events": manager_events}, args.output))
     else:
-        out(format_describe(job, view, problem, manager_events, utcnow()))
+        out(format_describe(job, view, problem, manager_events, utcnow(), fits))
     return 0
+
+
+async def job_fits(cfg: Config, job: Obj) -> dict[str, str]:
+    """Per configured worker, how one pod of ``job`` fits there now (the RoomAware verdict), read once."""
+    spec = job.get("spec") or {}
+    want = pods_wanted(spec)
+    shape = shape_of_template(spec.get("template") or {})
+    out = {}
+    for w in cfg.workers:
+        try:
+            client = await ClusterClient.from_kubeconfig(w.name, w.kubeconfig, context=w.context,
+                                                         timeout=min(cfg.request_timeout, 5))
+        except KubeconfigError as exc:
+            out[w.name] = f"unknown: {exc}"
+            continue
+        try:
+            room = await read_room(client)
+        finally:
+            await client.close()
+        if isinstance(room, str):
+            out[w.name] = f"unknown: {room}"
+            continue
+        fit = worker_fit(shape, room[0], want)
+        out[w.name] = fit.why if fit.now else f"{'no room now' if fit.ever else 'never'}: " + fit.why.removeprefix(
+            "no room now: ")
+    return out
 
 
 async def logs(t: Target, args: Any, write: Callable[[bytes], None]) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -124,12 +125,17 @@ async def test_unschedulable_copy_is_told_then_flagged_after_the_timeout(client_
         assert any("FailedScheduling" in ln and "Pod/too-big-" in ln for ln in lines)  # the worker's own event
         assert any("CopyUnschedulable" in ln for ln in lines)  # ours, on the manager Job
         assert any(ln.split()[:3] == ["active", "1", "1"] for ln in lines), out
+        # Why it cannot run, per worker, as placement RoomAware would judge it.
+        at = lines.index("Room now (one pod of this Job, per worker):")
+        for i, name in enumerate(("worker-1", "worker-2"), 1):
+            assert re.match(rf"  {name}: never: largest node has \S+ cpu < 1000 cpu requested", lines[at + i]), out
 
         rc, out, err = await plugin("describe", "too-big", "-n", ns, "-o", "json", "--config",
                                     str(tmp_path / "c.yaml"))
         assert rc == 0, err
         data = json.loads(out)
         assert data["worker"]["pods"][0]["phase"] == "Pending" and data["worker"]["copy"]["name"] == "too-big"
+        assert set(data["room"]) == {"worker-1", "worker-2"}
 
         rc, out, err = await plugin("status", "-n", ns, "--kubeconfig", str(env.clusters["manager"].kubeconfig),
                                     "--worker", worker, "-o", "json")
