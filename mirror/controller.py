@@ -153,10 +153,18 @@ class MirrorController:
                 mirrored = ObjectEvents(self.recorder, kind.resource, SpamFilter())
                 for w in self.workers.values():
                     self.worker_events[w.name] = WorkerEvents(w, kind, kind.pods, informer, mirrored,
-                                                              unschedulable_timeout=cfg.unschedulable_timeout)
+                                                              unschedulable_timeout=cfg.unschedulable_timeout,
+                                                              on_stuck=self._stuck_handler(kind))
             self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
                                                      policy_for(cfg.placement.value), manager_cluster=manager_id,
                                                      rooms=self.rooms)
+
+    def _stuck_handler(self, kind: MirroredKind) -> Callable[[Obj, str, str], None]:
+        """A copy's pods stayed unschedulable past the timeout: its reconciler may move it (next pass)."""
+        def on_stuck(obj: Obj, worker: str, why: str) -> None:
+            self.reconcilers[kind.name].copy_stuck(obj["metadata"]["uid"], worker, why)
+            self.queue.add(QueueKey(kind.name, key_of(obj)))
+        return on_stuck
 
     def _manager_informer(self, kind: MirroredKind) -> Informer | NamespacedInformers:
         """The manager cache of ``kind``: bounded by the objects we handle, not by the cluster.

@@ -73,3 +73,5 @@ NO_WORKER_FITS = Counter("jobmirror_no_worker_fits_total", "Placements refused b
                          "Job's pod (NoWorkerFits events, before their once-per-Job filter)")
 JOBS_WAITING_FOR_ROOM = Gauge("jobmirror_jobs_waiting_for_room", "Jobs kept in the manager because no worker that "
                               "could run them has room now, or an older waiting Job holds it (placement RoomAware)")
+REPLACEMENTS = Counter("jobmirror_replacements_total", "Copies deleted from a worker that could not schedule their "
+                       "pods (none had started) and placed again elsewhere", ["worker"])

@@ -17,7 +17,8 @@ reconciler only performs writes and reads. The steps, in the order a pass meets 
    created without fields (version skew), held (suspended) or nothing made;
 7. a copy that is not ours → COLLISION;
 8. WRITE_STATUS when the mirrored status would change; then FINISH if that finished it;
-9. PATCH_COPY when the copy's mutable spec differs; else REQUEUE after the resync period.
+9. MOVE_STUCK when the copy's pods could not be scheduled past the timeout (unpinned only);
+10. PATCH_COPY when the copy's mutable spec differs; else REQUEUE after the resync period.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from mirror.decisions import (
     status_to_write,
 )
 from mirror.kinds import MirroredKind
-from mirror.naming import ANNOTATION_CLAIMED_BY, FINALIZER
+from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_PIN, FINALIZER
 
 #: a pass that has not stopped after this many actions is cut short (a planning bug, not a state)
 MAX_ACTIONS = 16
@@ -65,6 +66,7 @@ class Do(StrEnum):
     DROPPED_FIELDS = "dropped-fields"
     COLLISION = "collision"
     WRITE_STATUS = "write-status"
+    MOVE_STUCK = "move-stuck"
     PATCH_COPY = "patch-copy"
     REQUEUE = "requeue"
 
@@ -121,6 +123,8 @@ class Group:
     found: Found | None = None
     #: the status was written once this pass (never twice: the server may normalise it)
     wrote_status: bool = False
+    #: why the copy on the placed worker is stuck (its pods unschedulable past the timeout), if it is
+    stuck: str | None = None
     #: the off-placement copies this pass already dealt with
     handled: frozenset[str] = field(default_factory=frozenset)
 
@@ -191,6 +195,8 @@ def next_action(kind: MirroredKind, g: Group) -> Action:
     # Status first: a worker refusing the spec change must not stop the mirroring.
     if not g.wrote_status and (desired := status_to_write(kind, job, remote, g.now)) is not None:
         return Action(Do.WRITE_STATUS, worker=placement.worker, status=desired)
+    if g.stuck is not None and not annotations_of(job).get(ANNOTATION_PIN):  # a pinned copy only gets the event
+        return Action(Do.MOVE_STUCK, worker=placement.worker)
     if copy_plan.spec_patch is not None:
         return Action(Do.PATCH_COPY, worker=placement.worker, patch=copy_plan.spec_patch)
     return Action(Do.REQUEUE, after=g.resync)

@@ -118,6 +118,8 @@ class JobMemory:
     no_worker_said: str | None = None
     #: told it waits for room (once per wait)
     waiting_said: bool = False
+    #: workers whose copy's pods stayed unschedulable past the timeout, with why (worker events)
+    stuck: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -239,10 +241,11 @@ class Reconciler:
             self._pending[name].discard(uid)
         if uid in self._waiting and (placement_of(job).worker is not None or self.kind.is_suspended(job)):
             self._stop_waiting(uid)  # placed (or held back by the user): it holds no worker for later Jobs
+        memory = self._recalled(uid)
         return Group(job, copies, self._worker_states(job), now=self.now(), origin=self.origin,
                      resync=self.cfg.resync_period, worker_lost_timeout=self.cfg.worker_lost_timeout,
-                     configured_for=time.monotonic() - self._started,
-                     unconfigured_said=self._recalled(uid).unconfigured_noted)
+                     configured_for=time.monotonic() - self._started, unconfigured_said=memory.unconfigured_noted,
+                     stuck=memory.stuck.get(placement_of(job).worker or ""))
 
     def _worker_states(self, job: Obj) -> dict[str, WorkerState]:
         """Each worker as a pass sees it (re-read after every action: a call may have found one down)."""
@@ -317,6 +320,9 @@ class Reconciler:
                 if action.worker is not None and (waited := self.status_lag.mirrored(job["metadata"]["uid"])):
                     metrics.STATUS_PROPAGATION.labels(waited[0]).observe(waited[1])
                 return replace(g, job=written, wrote_status=True)
+            case Do.MOVE_STUCK:
+                assert worker is not None and g.stuck is not None
+                return Done(await self._move_stuck(job, worker, g.copies[worker.name], g.stuck))
             case Do.PATCH_COPY:
                 assert worker is not None and action.patch is not None
                 return Done(await self._patch_copy(job, worker, g.copies[worker.name], action.patch))
@@ -704,6 +710,49 @@ class Reconciler:
         memory = self._recalled(uid)
         memory.patch_not_before, memory.patch_refusals = 0.0, 0
         return self.cfg.resync_period
+
+    def copy_stuck(self, uid: str, worker: str, why: str) -> None:
+        """Worker events say the copy's pods on ``worker`` stayed unschedulable past the timeout."""
+        self._remember_about(uid).stuck[worker] = why
+
+    async def _move_stuck(self, job: Obj, worker: WorkerCluster, remote: Obj, why: str) -> float:
+        """Delete a copy none of whose pods ever started and place the Job elsewhere, avoiding that worker.
+
+        Only when nothing can have run: every pod of the copy (read live, not from a cache) is
+        still unbound to a node, and the copy counts no finished pod. Otherwise it is never moved.
+        No other worker can take it now: the copy stays, and the next timeout asks again.
+        """
+        uid = job["metadata"]["uid"]
+        memory = self._remember_about(uid)
+        st = remote.get("status") or {}
+        started = (self.kind.pods is None or st.get("succeeded") or st.get("failed")
+                   or any((st.get("uncountedTerminatedPods") or {}).values()))
+        if not started:
+            assert self.kind.pods is not None
+            pods, _ = await self.calls.call(worker, worker.client.list_all(
+                PODS, remote["metadata"]["namespace"], label_selector=self.kind.pods.selector(remote)))
+            started = any((p.get("spec") or {}).get("nodeName") for p in pods)
+        if started:
+            memory.stuck.pop(worker.name, None)
+            log.info("%s/%s: the copy on %s is not moved: a pod of it was scheduled or has run",
+                     job["metadata"]["namespace"], job["metadata"]["name"], worker.name)
+            return self.cfg.resync_period
+        try:
+            choice = self._choose(job, exclude={worker.name})
+        except NoWorker as exc:
+            log.info("%s/%s: the copy stuck on %s stays: %s", job["metadata"]["namespace"], job["metadata"]["name"],
+                     worker.name, exc)
+            memory.stuck.pop(worker.name, None)  # asked again at the next unschedulable timeout
+            return self.cfg.resync_period
+        if not await self._delete_remote(job, worker, remote, "moved: unschedulable"):
+            return retry_delay(memory.delete_refusals, base=min(self.cfg.resync_period, 5.0))
+        memory.stuck.pop(worker.name, None)
+        memory.refused[worker.name] = time.monotonic() + REFUSAL_EXCLUSION  # avoided for this Job a while
+        job, _ = await self._place_on(job, choice)
+        metrics.REPLACEMENTS.labels(worker.name).inc()
+        self.recorder.event(job, NORMAL, "Replaced", f"moved from worker {worker.name} to {choice.worker}: "
+                            f"{why}; none of its pods had started, so nothing ran twice")
+        return 0.0
 
     async def _pods_left(self, worker: WorkerCluster, remote: Obj) -> list[str]:
         """Pods of the copy that have not ended, terminating ones included (``status.active`` does

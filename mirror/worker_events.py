@@ -116,7 +116,8 @@ class WorkerEvents:
 
     def __init__(self, worker: WorkerCluster, kind: MirroredKind, pods: CopyPods, manager: ObjectCache,
                  events: ObjectEvents, *, unschedulable_timeout: float,
-                 clock: Callable[[], datetime] = utcnow) -> None:
+                 clock: Callable[[], datetime] = utcnow,
+                 on_stuck: Callable[[Obj, str, str], None] | None = None) -> None:
         self.worker = worker
         self.kind = kind
         self.pods = pods
@@ -124,6 +125,8 @@ class WorkerEvents:
         self.events = events
         self.unschedulable_timeout = unschedulable_timeout
         self.clock = clock
+        #: told (manager object, worker, why) when a copy's pod stays unschedulable past the timeout
+        self.on_stuck = on_stuck
         self.copies = worker.kinds[kind.name].informer
         self.informer = Informer(worker.watch_client, EVENTS, field_selector=f"type={WARNING}", keep=self._keep)
         self.informer.add_handler(self._on_event)
@@ -237,8 +240,10 @@ class WorkerEvents:
                 continue
             self._told[uid] = None
             metrics.COPIES_UNSCHEDULABLE.labels(self.worker.name).inc()
-            self.events.event(job, WARNING, UNSCHEDULABLE,
-                              unschedulable_message(self.worker.name, pod, since, self.unschedulable_timeout))
+            message = unschedulable_message(self.worker.name, pod, since, self.unschedulable_timeout)
+            self.events.event(job, WARNING, UNSCHEDULABLE, message)
+            if self.on_stuck is not None:
+                self.on_stuck(job, self.worker.name, message)
 
     async def check_loop(self) -> None:
         interval = max(1.0, min(30.0, self.unschedulable_timeout / 4))

@@ -10,6 +10,7 @@ why, and no copy anywhere; a Job that could run but finds every node full waits 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -18,7 +19,7 @@ import pytest
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, NODES, PODS, Obj
-from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PLACEMENT_REASON
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, ANNOTATION_PLACEMENT_REASON
 from mirror.room.quantity import amount
 from mirror.room.requests import shape_of_template
 from tests.conftest import wait_for
@@ -120,3 +121,42 @@ async def test_a_job_waits_in_the_manager_until_room_appears(client_for: ClientF
         done = await env.wait_condition("waits", "Complete", timeout=60)
         assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-2"
         assert [e["reason"] for e in await env.events("waits")].count("WaitingForRoom") == 1
+
+
+@contextlib.asynccontextmanager
+async def cordoned(worker: ClusterClient) -> AsyncIterator[None]:
+    nodes, _ = await worker.list_all(NODES)
+    for n in nodes:
+        await worker.patch(NODES, None, n["metadata"]["name"], {"spec": {"unschedulable": True}})
+    try:
+        yield
+    finally:
+        for n in nodes:
+            await worker.patch(NODES, None, n["metadata"]["name"], {"spec": {"unschedulable": None}})
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("pinned", [False, True], ids=["moved", "pinned-stays"])
+async def test_a_copy_stuck_before_it_started_is_moved(client_for: ClientFor, cluster: ClusterFn, ns: str,
+                                                       pinned: bool) -> None:
+    """LeastLoaded sends the Job to worker-1, whose nodes are all cordoned: its pod never schedules.
+    After unschedulableTimeout the copy is deleted and the Job runs on worker-2 (Replaced event);
+    a pinned Job only gets the CopyUnschedulable event and stays."""
+    async with mirror_env(client_for, cluster, ns, unschedulable_timeout=3.0) as env, \
+            cordoned(env.workers["worker-1"]):
+        await env.start()
+        annotations = {ANNOTATION_PIN: "worker-1"} if pinned else None
+        await env.create(make_job("stuck", duration_ms=500, annotations=annotations))
+        await env.wait_event("stuck", "CopyUnschedulable", timeout=60)
+        if pinned:
+            await asyncio.sleep(3)
+            held = await env.get("stuck")
+            assert held is not None and held["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-1"
+            assert "Replaced" not in [e["reason"] for e in await env.events("stuck")]
+            await env.manager.delete(JOBS, ns, "stuck")
+            return
+        moved = await env.wait_event("stuck", "Replaced", timeout=30)
+        assert moved["message"].startswith("moved from worker worker-1 to worker-2: the copy's pod")
+        done = await env.wait_condition("stuck", "Complete", timeout=60)
+        assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-2"
+        await env.wait_gone("stuck", env.workers["worker-1"])

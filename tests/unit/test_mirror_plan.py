@@ -17,7 +17,13 @@ from kruntime.client import ApiError
 from kruntime.resources import Obj
 from mirror.decisions import Lost, LostStep, WorkerState
 from mirror.jobs.kind import JOB_KIND
-from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME, FINALIZER
+from mirror.naming import (
+    ANNOTATION_CLAIMED_BY,
+    ANNOTATION_CLUSTER,
+    ANNOTATION_PIN,
+    ANNOTATION_REMOTE_NAME,
+    FINALIZER,
+)
 from mirror.plan import Action, Do, Found, Group, next_action
 from testkit.fakefleet import job as user_job
 
@@ -72,6 +78,8 @@ J = manager()
 RUNNING_COPY = copy_of(J, status={"active": 1, "startTime": T0})
 FOREIGN = {**copy.deepcopy(RUNNING_COPY), "metadata": {**RUNNING_COPY["metadata"], "labels": {}}}
 REFUSED = ApiError(403, "Forbidden", "quota")
+PINNED = manager()
+PINNED["metadata"]["annotations"][ANNOTATION_PIN] = "w1"
 
 CASES: list[tuple[str, Group, Action]] = [
     ("deleted", group(manager(deleted=True), {"w1": RUNNING_COPY}), Action(Do.FINALIZE)),
@@ -110,6 +118,10 @@ CASES: list[tuple[str, Group, Action]] = [
      Action(Do.PATCH_COPY, worker="w1", patch={"spec": {"parallelism": 1}})),
     ("in-sync", group(mirrored(J, RUNNING_COPY), {"w1": RUNNING_COPY}), Action(Do.REQUEUE, after=30.0)),
     ("status-written-once", group(J, {"w1": RUNNING_COPY}, wrote_status=True), Action(Do.REQUEUE, after=30.0)),
+    ("stuck", group(mirrored(J, RUNNING_COPY), {"w1": RUNNING_COPY}, stuck="unschedulable"),
+     Action(Do.MOVE_STUCK, worker="w1")),
+    ("stuck-pinned", group(mirrored(PINNED, copy_of(PINNED)), {"w1": copy_of(PINNED)}, stuck="unschedulable"),
+     Action(Do.REQUEUE, after=30.0)),
 ]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kruntime.client import ApiError
-from kruntime.resources import JOBS, Obj
+from kruntime.resources import JOBS, PODS, Obj
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER
 from mirror.reconciler import StatusRejected
 from testkit.fakefleet import FakeFleet, fake_fleet, job
@@ -192,3 +192,31 @@ async def test_a_worker_lost_between_placement_and_create_is_left_at_once() -> N
         await f.sync("b")
         assert f.copy("worker-1", "b") is not None
         assert f.workers["worker-2"].count("POST", "/jobs") == 0
+
+
+@pytest.mark.parametrize(("pinned", "started", "moved"), [(False, False, True), (False, True, False),
+                                                          (True, False, False)],
+                         ids=["moved", "a-pod-was-scheduled", "pinned"])
+async def test_a_copy_whose_pods_never_scheduled_is_moved(pinned: bool, started: bool, moved: bool) -> None:
+    async with fake_fleet() as f:
+        await f.create(job("a", annotations={ANNOTATION_PIN: "worker-1"} if pinned else {}))
+        await f.sync("a")
+        assert placed_on(f) == "worker-1"
+        copy = f.copy("worker-1", "a")
+        assert copy is not None
+        pod: Obj = {"metadata": {"name": "a-x7k2p", "labels": {
+            "batch.kubernetes.io/controller-uid": copy["metadata"]["uid"]}},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}
+        if started:
+            pod["spec"]["nodeName"] = "n1"
+        await f.workers["worker-1"].client("kcm").create(PODS, "default", pod)
+        uid = f.job("a")["metadata"]["uid"]  # type: ignore[index]
+        f.reconciler.copy_stuck(uid, "worker-1", "its pod a-x7k2p has been unschedulable since …")
+        await f.sync("a")
+        await f.sync("a")
+        assert (placed_on(f) == "worker-2") is moved
+        assert (f.copy("worker-1", "a") is None) is moved and (f.copy("worker-2", "a") is not None) is moved
+        assert ("Replaced" in f.reasons("a")) is moved
+        if moved:
+            message = next(m for r, m in f.events("a") if r == "Replaced")
+            assert message.startswith("moved from worker worker-1 to worker-2: its pod a-x7k2p has been")
