@@ -718,12 +718,16 @@ class Reconciler:
     async def _move_stuck(self, job: Obj, worker: WorkerCluster, remote: Obj, why: str) -> float:
         """Delete a copy none of whose pods ever started and place the Job elsewhere, avoiding that worker.
 
-        Only when nothing can have run: every pod of the copy (read live, not from a cache) is
+        Placement RoomAware only: the Job goes where room is known to be now. Only when nothing
+        can have run: every pod of the copy (read live, not from a cache) is
         still unbound to a node, and the copy counts no finished pod. Otherwise it is never moved.
         No other worker can take it now: the copy stays, and the next timeout asks again.
         """
         uid = job["metadata"]["uid"]
         memory = self._remember_about(uid)
+        if not self.rooms:  # without room views no worker is known to have room: the event says it all
+            memory.stuck.pop(worker.name, None)
+            return self.cfg.resync_period
         st = remote.get("status") or {}
         started = (self.kind.pods is None or st.get("succeeded") or st.get("failed")
                    or any((st.get("uncountedTerminatedPods") or {}).values()))

@@ -124,29 +124,39 @@ async def test_a_job_waits_in_the_manager_until_room_appears(client_for: ClientF
 
 
 @contextlib.asynccontextmanager
-async def cordoned(worker: ClusterClient) -> AsyncIterator[None]:
+async def repellers(worker: ClusterClient, ns: str, label: dict[str, str]) -> AsyncIterator[None]:
+    """A long-running pod carrying ``label`` on every node of ``worker`` (takes no room)."""
     nodes, _ = await worker.list_all(NODES)
-    for n in nodes:
-        await worker.patch(NODES, None, n["metadata"]["name"], {"spec": {"unschedulable": True}})
+    names = [f"repel-{n['metadata']['name']}"[:63] for n in nodes]
+    for n, name in zip(nodes, names, strict=True):
+        await worker.create(PODS, ns, {"metadata": {"name": name, "labels": label, "annotations": {
+            "jobmirror.dev/kwok-duration": "600000ms"}}, "spec": {
+            "nodeName": n["metadata"]["name"], "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox"}]}})
     try:
         yield
     finally:
-        for n in nodes:
-            await worker.patch(NODES, None, n["metadata"]["name"], {"spec": {"unschedulable": None}})
+        for name in names:
+            with contextlib.suppress(ApiError):
+                await worker.delete(PODS, ns, name)
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("pinned", [False, True], ids=["moved", "pinned-stays"])
 async def test_a_copy_stuck_before_it_started_is_moved(client_for: ClientFor, cluster: ClusterFn, ns: str,
                                                        pinned: bool) -> None:
-    """LeastLoaded sends the Job to worker-1, whose nodes are all cordoned: its pod never schedules.
-    After unschedulableTimeout the copy is deleted and the Job runs on worker-2 (Replaced event);
-    a pinned Job only gets the CopyUnschedulable event and stays."""
-    async with mirror_env(client_for, cluster, ns, unschedulable_timeout=3.0) as env, \
-            cordoned(env.workers["worker-1"]):
+    """The Job's pod refuses to share a node with the pods on every node of worker-1 (inter-pod
+    anti-affinity: not modelled by the room fit, so worker-1 looks roomy and wins LeastLoaded's
+    tie). Its pod never schedules; after unschedulableTimeout the copy is deleted and the Job runs
+    on worker-2 (Replaced event); a pinned Job only gets the CopyUnschedulable event and stays."""
+    label = {"jobmirror.test/repel": ns}
+    async with mirror_env(client_for, cluster, ns, placement="RoomAware", unschedulable_timeout=3.0) as env, \
+            repellers(env.workers["worker-1"], ns, label):
         await env.start()
         annotations = {ANNOTATION_PIN: "worker-1"} if pinned else None
-        await env.create(make_job("stuck", duration_ms=500, annotations=annotations))
+        anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": label}, "topologyKey": "kubernetes.io/hostname"}]}}
+        await env.create(with_pod_spec(make_job("stuck", duration_ms=500, annotations=annotations), affinity=anti))
         await env.wait_event("stuck", "CopyUnschedulable", timeout=60)
         if pinned:
             await asyncio.sleep(3)

@@ -198,7 +198,11 @@ async def test_a_worker_lost_between_placement_and_create_is_left_at_once() -> N
                                                           (True, False, False)],
                          ids=["moved", "a-pod-was-scheduled", "pinned"])
 async def test_a_copy_whose_pods_never_scheduled_is_moved(pinned: bool, started: bool, moved: bool) -> None:
-    async with fake_fleet() as f:
+    """RoomAware (room views on both workers): the stuck copy goes where room is known to be now"""
+    ready = [{"type": "Ready", "status": "True"}]
+    nodes = [{"metadata": {"name": "n1", "labels": {}}, "spec": {},
+              "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"}, "conditions": ready}}]
+    async with fake_fleet(nodes={"worker-1": nodes, "worker-2": nodes}) as f:
         await f.create(job("a", annotations={ANNOTATION_PIN: "worker-1"} if pinned else {}))
         await f.sync("a")
         assert placed_on(f) == "worker-1"
@@ -220,3 +224,12 @@ async def test_a_copy_whose_pods_never_scheduled_is_moved(pinned: bool, started:
         if moved:
             message = next(m for r, m in f.events("a") if r == "Replaced")
             assert message.startswith("moved from worker worker-1 to worker-2: its pod a-x7k2p has been")
+
+
+async def test_without_room_views_a_stuck_copy_only_gets_the_event() -> None:
+    async with fake_fleet() as f:  # LeastLoaded: no worker is known to have room
+        await f.create(job("a"))
+        await f.sync("a")
+        f.reconciler.copy_stuck(f.job("a")["metadata"]["uid"], "worker-1", "unschedulable")  # type: ignore[index]
+        await f.sync("a")
+        assert placed_on(f) == "worker-1" and f.copy("worker-1", "a") is not None and "Replaced" not in f.reasons("a")
