@@ -349,12 +349,15 @@ class MirrorController:
         self._start_worker(w)
 
     async def _export_rooms(self, interval: float = 10.0) -> None:
-        """The capacity gauges of every worker's room view, refreshed every ``interval`` seconds."""
+        """The capacity gauges of every worker's room view, refreshed every ``interval`` seconds
+        (every second until each view has synced once)."""
+        for name in self.rooms:
+            metrics.REPLACEMENTS.labels(name)  # exported at 0 from the start, not only after a first move
         while True:
             for room in self.rooms.values():
                 if room.synced:
                     room.export()
-            await asyncio.sleep(interval)
+            await asyncio.sleep(interval if all(r.synced for r in self.rooms.values()) else 1.0)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)

@@ -86,6 +86,7 @@ async def scrape(cluster: ClusterFor, client_for: ClientFor, tmp_path_factory: p
         "workers": [{"name": w, "kubeconfig": str(kc[w])} for w in ("worker-1", "worker-2")],
         "namespaces": [ns], "origin": f"o-{ns}", "metricsAddress": f"127.0.0.1:{port}",
         "resyncPeriod": 5, "gcInterval": 5, "healthProbeInterval": 1,
+        "placement": "RoomAware",  # its capacity panel's series too
         "leaderElection": {"enabled": True, "namespace": ns, "leaseName": "jobmirror-monitoring"},
     }
     (tmp / "config.yaml").write_text(yaml.safe_dump(cfg))
