@@ -82,7 +82,7 @@ class Action:
     lost: Lost | None = None
     #: PATCH_COPY: the merge patch for the copy's spec
     patch: Obj | None = None
-    #: WRITE_STATUS: the status to write (computed once, by the plan)
+    #: WRITE_STATUS, USE_STALE_OUTCOME: the status to write (computed once, by the plan)
     status: Obj | None = None
 
 
@@ -151,8 +151,8 @@ def next_action(kind: MirroredKind, g: Group) -> Action:
         if not g.confirmed:
             return Action(Do.CONFIRM_PLACEMENT)
         used = None if g.stale_used else stale_outcome_from(kind, job, placement, g.copies, g.now)
-        if used is not None:
-            return Action(Do.USE_STALE_OUTCOME, worker=used)
+        if used is not None and (desired := status_to_write(kind, job, g.copies[used], g.now)) is not None:
+            return Action(Do.USE_STALE_OUTCOME, worker=used, status=desired)
         return Action(Do.DELETE_STALE, worker=off[0])
 
     if placement.worker is None:

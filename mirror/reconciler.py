@@ -52,7 +52,6 @@ from mirror.decisions import (
     release_unclaimed,
     retry_delay,
     says_something_new,
-    status_to_write,
 )
 from mirror.identity import is_copy_of, labels_of_copy
 from mirror.kinds import MirroredKind
@@ -106,10 +105,8 @@ class JobMemory:
     collision_reports: int = 0
     #: workers that refused its copy, each until a monotonic deadline
     refused: dict[str, float] = field(default_factory=dict)
-    #: refusals in a row of its copy's create (or of its fields), patch and delete: each its own backoff
-    create_refusals: int = 0
-    patch_refusals: int = 0
-    delete_refusals: int = 0
+    #: refusals in a row of its copy's create (or of its fields), patch and delete, by verb: each its own backoff
+    refusals: dict[str, int] = field(default_factory=dict)
     #: when a refused spec patch may be tried again (monotonic)
     patch_not_before: float = 0.0
     #: told once that its worker is not configured (not repeated each pass)
@@ -236,16 +233,17 @@ class Reconciler:
     def _read(self, job: Obj) -> Group:
         """Everything a pass needs about ``job``, from the caches and what passes remember."""
         uid = job["metadata"]["uid"]
+        placed = placement_of(job).worker
         copies = {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, job)) is not None}
         for name in copies:
             self._pending[name].discard(uid)
-        if uid in self._waiting and (placement_of(job).worker is not None or self.kind.is_suspended(job)):
+        if uid in self._waiting and (placed is not None or self.kind.is_suspended(job)):
             self._stop_waiting(uid)  # placed (or held back by the user): it holds no worker for later Jobs
         memory = self._recalled(uid)
         return Group(job, copies, self._worker_states(job), now=self.now(), origin=self.origin,
                      resync=self.cfg.resync_period, worker_lost_timeout=self.cfg.worker_lost_timeout,
                      configured_for=time.monotonic() - self._started, unconfigured_said=memory.unconfigured_noted,
-                     stuck=memory.stuck.get(placement_of(job).worker or ""))
+                     stuck=memory.stuck.get(placed or ""))
 
     def _worker_states(self, job: Obj) -> dict[str, WorkerState]:
         """Each worker as a pass sees it (re-read after every action: a call may have found one down)."""
@@ -269,9 +267,9 @@ class Reconciler:
                     return Done(self.cfg.resync_period)
                 return replace(g, job=confirmed, confirmed=True)
             case Do.USE_STALE_OUTCOME:
-                assert action.worker is not None
+                assert action.worker is not None and action.status is not None
                 stale = g.copies[action.worker]
-                job = await self._write_status(job, stale, g.now)
+                job = await self._write_status(job, action.status, from_copy=True)
                 self.recorder.event(job, NORMAL, "StaleCopyOutcomeUsed", f"the copy left on worker {action.worker} "
                                     f"finished ({self.kind.state(stale)}) while the Job was re-dispatched to "
                                     f"{g.placement.worker}; its outcome is used, the other copy is deleted")
@@ -316,9 +314,7 @@ class Reconciler:
                 return Done(await self._collision(job, worker, g.copies[worker.name]))
             case Do.WRITE_STATUS:
                 assert action.status is not None
-                written = await self._put_status(job, action.status)
-                if action.worker is not None and (waited := self.status_lag.mirrored(job["metadata"]["uid"])):
-                    metrics.STATUS_PROPAGATION.labels(waited[0]).observe(waited[1])
+                written = await self._write_status(job, action.status, from_copy=action.worker is not None)
                 return replace(g, job=written, wrote_status=True)
             case Do.MOVE_STUCK:
                 assert worker is not None and g.stuck is not None
@@ -573,7 +569,7 @@ class Reconciler:
             return created, Found(dropped=tuple(dropped))
         self._pending[worker.name].add(job["metadata"]["uid"])
         metrics.DISPATCHES.labels(worker.name).inc()
-        self._recalled(job["metadata"]["uid"]).create_refusals = 0
+        self._recalled(job["metadata"]["uid"]).refusals.pop("create", None)
         self.recorder.event(job, NORMAL, "Dispatched", f"created {ns}/{placement.remote_name} on worker {worker.name}")
         return created, Found()
 
@@ -618,10 +614,9 @@ class Reconciler:
     def _refusal_delay(self, uid: str, verb: str) -> float:
         """Count one more refusal of ``verb`` (create, patch, delete) for ``uid``; the seconds until it
         is tried again (doubling, capped)."""
-        memory = self._remember_about(uid)
-        reports = getattr(memory, f"{verb}_refusals") + 1
-        setattr(memory, f"{verb}_refusals", reports)
-        return retry_delay(reports, base=self.cfg.resync_period)
+        refusals = self._remember_about(uid).refusals
+        refusals[verb] = refusals.get(verb, 0) + 1
+        return retry_delay(refusals[verb], base=self.cfg.resync_period)
 
     async def _dropped_fields(self, job: Obj, worker: WorkerCluster, created: Obj, fields: tuple[str, ...]) -> float:
         """The worker would run the copy with other semantics: delete it at once, never let it run.
@@ -708,34 +703,34 @@ class Reconciler:
                                 f"{RETRY_CAP:.0f}s)")
             return delay
         memory = self._recalled(uid)
-        memory.patch_not_before, memory.patch_refusals = 0.0, 0
+        memory.patch_not_before = 0.0
+        memory.refusals.pop("patch", None)
         return self.cfg.resync_period
 
     def copy_stuck(self, uid: str, worker: str, why: str) -> None:
-        """Worker events say the copy's pods on ``worker`` stayed unschedulable past the timeout."""
-        self._remember_about(uid).stuck[worker] = why
+        """Worker events say the copy's pods on ``worker`` stayed unschedulable past the timeout.
+
+        Kept only with room views (placement RoomAware): without them no worker is known to have
+        room, so the CopyUnschedulable event is all there is to do.
+        """
+        if self.rooms:
+            self._remember_about(uid).stuck[worker] = why
 
     async def _move_stuck(self, job: Obj, worker: WorkerCluster, remote: Obj, why: str) -> float:
         """Delete a copy none of whose pods ever started and place the Job elsewhere, avoiding that worker.
 
-        Placement RoomAware only: the Job goes where room is known to be now. Only when nothing
-        can have run: every pod of the copy (read live, not from a cache) is
-        still unbound to a node, and the copy counts no finished pod. Otherwise it is never moved.
+        Stuck copies are recorded only with RoomAware (:meth:`copy_stuck`), so the Job goes where
+        room is known to be now. Only when nothing can have run: every pod of the copy (read live,
+        not from a cache) is still unbound to a node, and the copy counts no finished pod.
+        Otherwise it is never moved.
         No other worker can take it now: the copy stays, and the next timeout asks again.
         """
-        uid = job["metadata"]["uid"]
-        memory = self._remember_about(uid)
-        if not self.rooms:  # without room views no worker is known to have room: the event says it all
-            memory.stuck.pop(worker.name, None)
-            return self.cfg.resync_period
+        memory = self._remember_about(job["metadata"]["uid"])
         st = remote.get("status") or {}
         started = (self.kind.pods is None or st.get("succeeded") or st.get("failed")
                    or any((st.get("uncountedTerminatedPods") or {}).values()))
         if not started:
-            assert self.kind.pods is not None
-            pods, _ = await self.calls.call(worker, worker.client.list_all(
-                PODS, remote["metadata"]["namespace"], label_selector=self.kind.pods.selector(remote)))
-            started = any((p.get("spec") or {}).get("nodeName") for p in pods)
+            started = any((p.get("spec") or {}).get("nodeName") for p in await self._copy_pods(worker, remote))
         if started:
             memory.stuck.pop(worker.name, None)
             log.info("%s/%s: the copy on %s is not moved: a pod of it was scheduled or has run",
@@ -749,7 +744,7 @@ class Reconciler:
             memory.stuck.pop(worker.name, None)  # asked again at the next unschedulable timeout
             return self.cfg.resync_period
         if not await self._delete_remote(job, worker, remote, "moved: unschedulable"):
-            return retry_delay(memory.delete_refusals, base=min(self.cfg.resync_period, 5.0))
+            return retry_delay(memory.refusals.get("delete", 0), base=min(self.cfg.resync_period, 5.0))
         memory.stuck.pop(worker.name, None)
         memory.refused[worker.name] = time.monotonic() + REFUSAL_EXCLUSION  # avoided for this Job a while
         job, _ = await self._place_on(job, choice)
@@ -761,11 +756,15 @@ class Reconciler:
     async def _pods_left(self, worker: WorkerCluster, remote: Obj) -> list[str]:
         """Pods of the copy that have not ended, terminating ones included (``status.active`` does
         not count those, and ``status.terminating`` is missing on older workers)."""
+        return not_ended(await self._copy_pods(worker, remote))
+
+    async def _copy_pods(self, worker: WorkerCluster, remote: Obj) -> list[Obj]:
+        """The copy's pods, read live from its worker (none when the kind's pods are not known)."""
         if self.kind.pods is None:
             return []
         pods, _ = await self.calls.call(worker, worker.client.list_all(
             PODS, remote["metadata"]["namespace"], label_selector=self.kind.pods.selector(remote)))
-        return not_ended(pods)
+        return pods
 
     async def _collision(self, job: Obj, worker: WorkerCluster, remote: Obj) -> float:
         """The placed worker has an object of the copy's name that is not our copy: never touch it.
@@ -910,9 +909,8 @@ class Reconciler:
         reason = "deleted" if deleted else "finished"
         propagation = copy_propagation(job) if deleted else "Background"
         placement = placement_of(job)
-        plan = plan_cleanup(copies, placement.worker, {
-            name: WorkerState(w.healthy, w.unhealthy_for(), w.synced(self.kind), uid in self._attempted[name])
-            for name, w in self.workers.items()}, deleted=deleted, worker_lost_timeout=self.cfg.worker_lost_timeout)
+        plan = plan_cleanup(copies, placement.worker, self._worker_states(job), deleted=deleted,
+                            worker_lost_timeout=self.cfg.worker_lost_timeout)
         all_gone = not plan.blocked
         for name in plan.delete:
             all_gone &= await self._delete_remote(job, self.workers[name], copies[name], reason, propagation)
@@ -928,7 +926,7 @@ class Reconciler:
                 if is_copy_of(self.kind.name, remote, job, origin=self.origin):
                     all_gone &= await self._delete_remote(job, pw, remote, reason, propagation)
         if not all_gone:
-            return retry_delay(self._recalled(uid).delete_refusals, base=min(self.cfg.resync_period, 5.0))
+            return retry_delay(self._recalled(uid).refusals.get("delete", 0), base=min(self.cfg.resync_period, 5.0))
         self.forget(uid)
         await self._drop_finalizer(job)
         if deleted and placement.worker is not None and placement.worker not in self.workers and not copies:
@@ -966,16 +964,11 @@ class Reconciler:
         if self._waiting.pop(uid, None) is not None:
             metrics.JOBS_WAITING_FOR_ROOM.set(len(self._waiting))
 
-    async def _write_status(self, job: Obj, remote: Obj | None, now: datetime) -> Obj:
-        """The manager Job after the write (``job`` itself when nothing changed)."""
-        desired = status_to_write(self.kind, job, remote, now)
-        uid = job["metadata"]["uid"]
-        if desired is None:
-            if remote is not None:
-                self.status_lag.forget(uid)  # the manager already says what the copy says
-            return job
+    async def _write_status(self, job: Obj, desired: Obj, *, from_copy: bool) -> Obj:
+        """Write ``desired`` (the plan computed it); ``from_copy``: it mirrors a copy's status change,
+        whose lag since the worker showed it is observed (jobmirror_status_propagation_seconds)."""
         written = await self._put_status(job, desired)
-        if remote is not None and (waited := self.status_lag.mirrored(uid)) is not None:
+        if from_copy and (waited := self.status_lag.mirrored(job["metadata"]["uid"])) is not None:
             metrics.STATUS_PROPAGATION.labels(waited[0]).observe(waited[1])
         return written
 

@@ -201,7 +201,7 @@ def test_what_a_reconciler_remembers_about_a_job_is_one_record_forgotten_whole()
     r._memory = LruDict(10)
     memory = r._remember_about("u1")
     memory.refused["w1"] = 5.0
-    memory.create_refusals = 3
+    memory.refusals["create"] = 3
     assert r._recalled("u1") is memory and r._recalled("u2") == JobMemory()
     assert "u2" not in r._memory  # reading never stores
     r._memory.pop("u1", None)
