@@ -54,6 +54,8 @@ async def _worker_identity(client: ClusterClient) -> str | IdentityUnavailable:
 class MirrorController:
     def __init__(self, cfg: Config, kinds: Sequence[MirroredKind] = KINDS) -> None:
         self.cfg = cfg
+        #: which manager objects are ours (built once: it is asked for every manager watch event)
+        self.claim = cfg.claim_rule
         self.kinds = {kind.name: kind for kind in kinds}
         self.manager: ClusterClient | None = None
         #: the manager client's sibling that serves the manager watches
@@ -152,7 +154,7 @@ class MirrorController:
                 # Their own spam filter: a crash-looping copy must not silence our own warnings.
                 mirrored = ObjectEvents(self.recorder, kind.resource, SpamFilter())
                 for w in self.workers.values():
-                    self.worker_events[w.name] = WorkerEvents(w, kind, kind.pods, informer, mirrored,
+                    self.worker_events[w.name] = WorkerEvents(w, kind, informer, mirrored,
                                                               unschedulable_timeout=cfg.unschedulable_timeout,
                                                               on_stuck=self._stuck_handler(kind))
             self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
@@ -178,7 +180,7 @@ class MirrorController:
         cfg = self.cfg
 
         def keep(obj: Obj) -> bool:
-            return cfg.claim_rule.claims(kind, obj) or FINALIZER in (obj["metadata"].get("finalizers") or [])
+            return self.claim.claims(kind, obj) or FINALIZER in (obj["metadata"].get("finalizers") or [])
 
         assert self.watches is not None
         if cfg.namespaces:
@@ -224,7 +226,7 @@ class MirrorController:
                 self.events[kind.name].forget(uid)
                 for we in self.worker_events.values():
                     we.forget(uid)
-            if not self.cfg.claim_rule.claims(kind, new):
+            if not self.claim.claims(kind, new):
                 if FINALIZER in (new["metadata"].get("finalizers") or []):
                     # Maybe claimed before namespaces/controllerName changed: the reconcile decides.
                     self.queue.add(QueueKey(kind.name, key_of(new)))
@@ -304,7 +306,7 @@ class MirrorController:
                 *(i.synced.wait() for w in usable for i in w.informers()),
                 *(w.probed.wait() for w in self.workers.values())), 10)
         for name, informer in self.informers.items():
-            claimed = sum(1 for o in informer.items() if self.cfg.claim_rule.claims(self.kinds[name], o))
+            claimed = sum(1 for o in informer.items() if self.claim.claims(self.kinds[name], o))
             log.info("caches synced; %d claimed %ss", claimed, name)
             spawn(self._release_outside(self.kinds[name]), f"release-outside-{name}")
         spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.origin, self.cfg.gc_interval,

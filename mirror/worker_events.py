@@ -114,13 +114,15 @@ class _Stuck:
 class WorkerEvents:
     """The Warning events of one worker's copies (and their pods), told on the manager objects."""
 
-    def __init__(self, worker: WorkerCluster, kind: MirroredKind, pods: CopyPods, manager: ObjectCache,
+    def __init__(self, worker: WorkerCluster, kind: MirroredKind, manager: ObjectCache,
                  events: ObjectEvents, *, unschedulable_timeout: float,
                  clock: Callable[[], datetime] = utcnow,
                  on_stuck: Callable[[Obj, str, str], None] | None = None) -> None:
+        if kind.pods is None:
+            raise ValueError(f"kind {kind.name} does not say how its copies' pods are named: no worker events")
         self.worker = worker
         self.kind = kind
-        self.pods = pods
+        self.pods: CopyPods = kind.pods
         self.manager = manager
         self.events = events
         self.unschedulable_timeout = unschedulable_timeout
