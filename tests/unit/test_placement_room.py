@@ -23,6 +23,7 @@ from mirror.placement import (
     select_by_labels,
 )
 from mirror.room.fit import WorkerFit
+from testkit.fakecluster import FakeClusterClient
 from testkit.fakefleet import FakeFleet, fake_fleet, job
 
 NEVER = WorkerFit(False, 0, "no node has example.com/gpu")
@@ -104,6 +105,15 @@ def placed(f: FakeFleet, name: str) -> dict[str, str]:
     return dict(got["metadata"]["annotations"])
 
 
+async def hog_on_b1(f: FakeFleet, *, cpu: str) -> FakeClusterClient:
+    """A running pod taking ``cpu`` of worker-2's node b1; the client that made it (to delete it)."""
+    kubelet = f.workers["worker-2"].client("kubelet")
+    await kubelet.create(PODS, "default", {"metadata": {"name": "hog"}, "spec": {"nodeName": "b1", "containers": [
+        {"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}, "status": {"phase": "Running"}})
+    await f.settle()
+    return kubelet
+
+
 async def test_a_job_goes_where_its_extended_resource_is() -> None:
     async with fake_fleet(nodes=NODES) as f:
         for n in ("a", "b", "c"):  # LeastLoaded alone would alternate
@@ -128,10 +138,7 @@ async def test_a_job_no_worker_can_ever_run_stays_in_the_manager_with_the_reason
 
 async def test_room_now_wins_and_follows_the_pods_on_the_nodes() -> None:
     async with fake_fleet(nodes=NODES) as f:
-        kubelet = f.workers["worker-2"].client("kubelet")
-        await kubelet.create(PODS, "default", {"metadata": {"name": "hog"}, "spec": {"nodeName": "b1", "containers": [
-            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "7"}}}]}, "status": {"phase": "Running"}})
-        await f.settle()
+        kubelet = await hog_on_b1(f, cpu="7")
         await f.create(job("a", requests={"cpu": "1500m"}))
         await f.sync("a")
         assert placed(f, "a")[ANNOTATION_CLUSTER] == "worker-1"  # worker-2 has 1 cpu left
@@ -151,10 +158,7 @@ async def test_a_pin_still_wins() -> None:
 
 async def test_a_job_waits_for_room_and_is_placed_when_it_appears_before_later_jobs() -> None:
     async with fake_fleet(nodes=NODES) as f:
-        kubelet = f.workers["worker-2"].client("kubelet")
-        await kubelet.create(PODS, "default", {"metadata": {"name": "hog"}, "spec": {"nodeName": "b1", "containers": [
-            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "7"}}}]}, "status": {"phase": "Running"}})
-        await f.settle()
+        kubelet = await hog_on_b1(f, cpu="7")
         await f.create(job("big", requests={"cpu": "4"}))  # only worker-2's 8-cpu node could hold it
         assert await f.sync("big") == 3.0  # looked at again soon, not after the resync period
         await f.sync("big")
