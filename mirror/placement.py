@@ -115,8 +115,8 @@ def select_by_labels(workers: Sequence[WorkerView], selector: str) -> list[Worke
 def narrow_by_room(workers: Sequence[WorkerView], fits: Mapping[str, WorkerFit], pinned: str | None, *,
                    order: tuple[str, str] = ("", ""), waiting: Mapping[str, Waiting] | None = None,
                    ) -> list[WorkerView]:
-    """``workers`` with only those left healthy that may take the Job now; the policy then chooses
-    among them as usual.
+    """``workers`` with only those left healthy that may take the Job now, and of those the ones
+    where most of its pods fit now (:func:`most_pods_now`); the policy then chooses among them.
 
     Never a worker where its pod could never run (NoWorkerFits when that is every healthy one).
     Of the others, only those with room for a pod now (WaitingForRoom when none has: the Job waits
@@ -148,7 +148,17 @@ def narrow_by_room(workers: Sequence[WorkerView], fits: Mapping[str, WorkerFit],
             why = "no worker has room for its pod now: " + "; ".join(
                 f"{n}: {fits[n].why}" for n in sorted(could) if n in fits)
         raise WaitingForRoom(why, frozenset(could))
-    return [replace(w, healthy=w.healthy and w.name in free) for w in workers]
+    return [replace(w, healthy=w.healthy and w.name in most_pods_now(free, fits)) for w in workers]
+
+
+def most_pods_now(free: set[str], fits: Mapping[str, WorkerFit]) -> set[str]:
+    """Of the workers free to take a Job, those where most of its ``min(parallelism, completions)``
+    pods fit now: a Job of 8 pods goes where 8 start at once rather than where 2 do. A worker
+    whose room is unknown stays among them (it may well hold all of them). For the usual Job of
+    one pod every free worker ties, and the policy's balance decides."""
+    known = [fits[n].now for n in free if n in fits]
+    best = max(known, default=0)
+    return {n for n in free if n not in fits or fits[n].now == best}
 
 
 def explain(policy: str, workers: Sequence[WorkerView], chosen: str, pinned: str | None) -> str:

@@ -31,7 +31,7 @@ MANAGER_IDENTITY = "manager-cluster-uid"
 
 
 def job(name: str, *, namespace: str = "default", suspend: bool = False, parallelism: int = 1,
-        annotations: dict[str, str] | None = None, managed_by: str = CONTROLLER,
+        completions: int = 1, annotations: dict[str, str] | None = None, managed_by: str = CONTROLLER,
         requests: dict[str, str] | None = None) -> Obj:
     """A manager Job as a user writes it (one pod, claimed by jobmirror; ``requests`` for its container)."""
     container: Obj = {"name": "main", "image": "busybox"}
@@ -39,7 +39,7 @@ def job(name: str, *, namespace: str = "default", suspend: bool = False, paralle
         container["resources"] = {"requests": dict(requests)}
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
-            "spec": {"managedBy": managed_by, "suspend": suspend, "parallelism": parallelism, "completions": 1,
+            "spec": {"managedBy": managed_by, "suspend": suspend, "parallelism": parallelism, "completions": completions,
                      "backoffLimit": 6, "completionMode": "NonIndexed",
                      "template": {"metadata": {"labels": {"app": name}},
                                   "spec": {"restartPolicy": "Never",

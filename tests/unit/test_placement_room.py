@@ -54,6 +54,26 @@ def test_narrow_by_room(fits: dict[str, WorkerFit], pin: str | None, down: tuple
     assert {w.name for w in got if w.healthy} == healthy_after
 
 
+TWO = WorkerFit(True, 2, "2 of 4 pods fit now (4 cpu free)")
+FOUR = WorkerFit(True, 4, "4 of 4 pods fit now (16 cpu free)")
+
+
+@pytest.mark.parametrize(
+    ("fits", "healthy_after"),
+    [
+        ({"w1": TWO, "w2": FOUR}, {"w2"}),  # where all of them start at once
+        ({"w1": FOUR, "w2": FOUR}, {"w1", "w2"}),  # a tie: the policy's balance decides
+        ({"w1": TWO}, {"w1", "w2"}),  # w2's room unknown: it may hold them all
+        ({"w1": FULL, "w2": TWO}, {"w2"}),  # fewer now beats none now
+    ],
+    ids=["more-pods-now-wins", "tie", "unknown-kept", "some-beats-none"],
+)
+def test_the_worker_where_most_pods_fit_now_is_preferred(fits: dict[str, WorkerFit],
+                                                         healthy_after: set[str]) -> None:
+    got = narrow_by_room(views("w1", "w2"), fits, None)
+    assert {w.name for w in got if w.healthy} == healthy_after
+
+
 OLDER, NEWER = ("2026-11-25T10:00:00Z", "u-old"), ("2026-11-25T11:00:00Z", "u-new")
 
 
@@ -147,6 +167,16 @@ async def test_room_now_wins_and_follows_the_pods_on_the_nodes() -> None:
         await f.create(job("b", requests={"cpu": "3"}))
         await f.sync("b")
         assert placed(f, "b")[ANNOTATION_CLUSTER] == "worker-2"  # worker-1's nodes have 2 cpu each
+
+
+async def test_a_job_of_many_pods_goes_where_most_of_them_start_now() -> None:
+    async with fake_fleet(nodes=NODES) as f:
+        await f.create(job("first", annotations={ANNOTATION_PIN: "worker-2"}))
+        await f.sync("first")  # worker-2 has a copy now: by count alone the next Job goes to worker-1
+        await f.create(job("four", parallelism=4, completions=4, requests={"cpu": "2"}))
+        await f.sync("four")  # worker-1's two 2-cpu nodes hold 2 of its pods, worker-2's 8-cpu node all 4
+        assert placed(f, "four")[ANNOTATION_CLUSTER] == "worker-2"
+        assert "4 of 4 pods fit now" in placed(f, "four")[ANNOTATION_PLACEMENT_REASON]
 
 
 async def test_a_pin_still_wins() -> None:
