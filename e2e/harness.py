@@ -51,8 +51,6 @@ DEPLOY = ROOT / "deploy"
 MANAGER_BASE = DEPLOY / "manager"
 WORKER_KUSTOMIZATION = DEPLOY / "worker"
 STORY1_KUSTOMIZATION = DEPLOY / "manager-as-worker"
-#: the optional read access to a worker's Nodes and Pods for placement RoomAware
-ROOM_KUSTOMIZATION = DEPLOY / "worker-room"
 
 SYSTEM_NS = "jobmirror-system"
 CONTROLLER_SA = "jobmirror"
@@ -374,8 +372,6 @@ async def bring_up_local(keep: bool = False) -> E2EEnv:
         for name in env.workers:
             apply_with_server_dry_run(env.kubectl_for(name), name, WORKER_KUSTOMIZATION,
                                       WORKER_KUSTOMIZATION / "namespace.yaml", env.dry_runs)
-            dry = env.kubectl_for(name)("apply", "-k", str(ROOM_KUSTOMIZATION), "--dry-run=server", check=False)
-            env.dry_runs[(name, str(ROOM_KUSTOMIZATION.relative_to(ROOT)))] = dry
 
     await asyncio.to_thread(apply_all)
     _timed(timings, "deploy/ on the manager, deploy/worker/ on the workers (dry run + apply)", t0)

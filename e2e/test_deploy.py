@@ -60,7 +60,8 @@ LEADER_ELECTION_RULES: set[Rule] = {
 WORKER_RULES: set[Rule] = {
     *{("batch", "jobs", v, "") for v in ("get", "list", "watch", "create", "delete", "patch")},
     *{("", "namespaces", v, "") for v in ("get", "create")},
-    *{("", "pods", v, "") for v in ("get", "list")},  # describe, logs, mapping pod events to copies
+    *{("", "pods", v, "") for v in ("get", "list", "watch")},  # describe, logs, pod events, room (watch)
+    *{("", "nodes", v, "") for v in ("list", "watch")},  # placement RoomAware: each node's room
     ("", "pods/log", "get", ""),
     *{("", "events", v, "") for v in ("list", "watch")},  # Warning events mirrored onto manager Jobs
 }
@@ -116,7 +117,7 @@ def _fmt(rules: set[Rule]) -> str:
 
 
 async def test_kustomizations_pass_server_side_dry_run(e2e_env: E2EEnv) -> None:
-    """kubectl apply -k --dry-run=server: deploy/, deploy/manager-as-worker/, deploy/worker/, deploy/worker-room/"""
+    """kubectl apply -k --dry-run=server: deploy/, deploy/manager-as-worker/, deploy/worker/"""
     assert e2e_env.dry_runs, "no dry run was recorded"
     problems = []
     for (cluster, kust), proc in e2e_env.dry_runs.items():
@@ -128,8 +129,7 @@ async def test_kustomizations_pass_server_side_dry_run(e2e_env: E2EEnv) -> None:
             problems.append(f"{cluster}: {kust}: not a server dry run?\n{proc.stdout}")
     assert not problems, "\n".join(problems)
     if e2e_env.provider == "local":
-        assert {k for _, k in e2e_env.dry_runs} >= {"deploy", "deploy/manager-as-worker", "deploy/worker",
-                                                    "deploy/worker-room"}
+        assert {k for _, k in e2e_env.dry_runs} >= {"deploy", "deploy/manager-as-worker", "deploy/worker"}
 
 
 async def test_admission_policy_type_checks_against_the_job_schema(e2e_env: E2EEnv) -> None:
@@ -271,7 +271,7 @@ DENIED_ON_MANAGER = [
     ("delete", "coordination.k8s.io", "leases", "", SYSTEM_NS, LEASE_NAME),
     ("deletecollection", "batch", "jobs", "", "default", ""),
     ("create", "batch", "cronjobs", "", "default", ""),
-    ("list", "", "nodes", "", "", ""),
+    ("get", "", "nodes", "", "", "x"),
     ("bind", "rbac.authorization.k8s.io", "clusterroles", "", "", "cluster-admin"),
     ("escalate", "rbac.authorization.k8s.io", "clusterroles", "", "", "jobmirror-controller"),
     ("create", "rbac.authorization.k8s.io", "rolebindings", "", SYSTEM_NS, ""),
@@ -286,6 +286,7 @@ DENIED_ON_MANAGER_UNLESS_WORKER = [
     ("delete", "batch", "jobs", "", "default", ""),
     ("create", "", "namespaces", "", "", ""),
     ("list", "", "pods", "", "", ""),
+    ("list", "", "nodes", "", "", ""),  # placement RoomAware reads a worker's nodes
 ]
 ALLOWED_ON_MANAGER = [
     ("get", "", "namespaces", "", "", "kube-system"),
@@ -335,7 +336,8 @@ async def test_worker_identity_access_reviews(e2e_env: E2EEnv) -> None:
         ("create", "", "pods", "exec", "default", "x"), ("create", "", "pods", "portforward", "default", "x"),
         ("update", "batch", "jobs", "status", "default", "x"), ("patch", "batch", "jobs", "status", "default", "x"),
         ("list", "", "namespaces", "", "", ""), ("delete", "", "namespaces", "", "", "default"),
-        ("update", "", "namespaces", "", "", "default"), ("list", "", "nodes", "", "", ""),
+        ("update", "", "namespaces", "", "", "default"), ("get", "", "nodes", "", "", "x"),
+        ("update", "", "nodes", "", "", "x"), ("patch", "", "nodes", "status", "", "x"),
         ("create", "", "serviceaccounts", "token", SYSTEM_NS, "jobmirror-worker"),
         ("create", "batch", "cronjobs", "", "default", ""), ("create", "", "events", "", "default", ""),
     ]
@@ -343,7 +345,8 @@ async def test_worker_identity_access_reviews(e2e_env: E2EEnv) -> None:
         ("create", "batch", "jobs", "", "any-namespace", ""), ("delete", "batch", "jobs", "", "any-namespace", "x"),
         ("watch", "batch", "jobs", "", "", ""), ("get", "", "namespaces", "", "", "x"),
         ("create", "", "namespaces", "", "", ""), ("get", "", "pods", "log", "any-namespace", "x"),
-        ("watch", "", "events", "", "", ""),
+        ("watch", "", "events", "", "", ""), ("watch", "", "pods", "", "", ""), ("list", "", "nodes", "", "", ""),
+        ("watch", "", "nodes", "", "", ""),
     ]
     wrong = []
     for name, client in env.separate_workers().items():

@@ -62,11 +62,12 @@ class Worker(_Model):
 
 
 class PlacementPolicy(StrEnum):
+    #: the default: LeastLoaded among the workers where the Job's pod could ever run and has room
+    #: now (mirror/room/); watches each worker's Nodes and non-terminal Pods
+    ROOM_AWARE = "RoomAware"
+    #: fewest unfinished copies, room unseen (no node/pod watches on the workers)
     LEAST_LOADED = "LeastLoaded"
     ROUND_ROBIN = "RoundRobin"
-    #: LeastLoaded among the workers where the Job's pod could ever run, preferring those with
-    #: room for it now (mirror/room/); watches each worker's Nodes and non-terminal Pods
-    ROOM_AWARE = "RoomAware"
 
 
 class MissingNamespace(StrEnum):
@@ -163,7 +164,7 @@ class Config(BaseSettings):
     resync_period: float = Field(30.0, gt=0)
     worker_lost_timeout: float = Field(900.0, gt=0)
     gc_interval: float = Field(60.0, gt=0)
-    placement: PlacementPolicy = PlacementPolicy.LEAST_LOADED
+    placement: PlacementPolicy = PlacementPolicy.ROOM_AWARE
     keep_finished_remote: bool = False
     missing_namespace: MissingNamespace = MissingNamespace.CREATE
     #: Namespaces (names or shell patterns, ``team-*``) the controller may create or use on

@@ -39,8 +39,8 @@ def job(name: str, *, namespace: str = "default", suspend: bool = False, paralle
         container["resources"] = {"requests": dict(requests)}
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
-            "spec": {"managedBy": managed_by, "suspend": suspend, "parallelism": parallelism, "completions": completions,
-                     "backoffLimit": 6, "completionMode": "NonIndexed",
+            "spec": {"managedBy": managed_by, "suspend": suspend, "parallelism": parallelism,
+                     "completions": completions, "backoffLimit": 6, "completionMode": "NonIndexed",
                      "template": {"metadata": {"labels": {"app": name}},
                                   "spec": {"restartPolicy": "Never",
                                            "containers": [container]}}}}
@@ -107,11 +107,9 @@ async def fake_fleet(workers: tuple[str, ...] = ("worker-1", "worker-2"), *, nod
                      labels: dict[str, dict[str, str]] | None = None, **settings: Any) -> AsyncIterator[FakeFleet]:
     """A manager and ``workers`` on fake servers, probed, admitted and synced; closed on exit.
 
-    ``nodes``: per worker, Node objects to seed; placement is then RoomAware, with a room view
-    per worker watching its fake Nodes and Pods.
+    ``nodes``: per worker, Node objects to seed, with a room view per worker watching its fake
+    Nodes and Pods (placement RoomAware, the default); without them no room is known.
     """
-    if nodes is not None:
-        settings = {"placement": "RoomAware", **settings}
     entries = [{"name": w, "kubeconfig": f"/fake/{w}", "labels": (labels or {}).get(w, {})} for w in workers]
     cfg = Config.model_validate({"workers": entries, "controllerName": CONTROLLER, **settings})
     manager = FakeApiServer()

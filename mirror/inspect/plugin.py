@@ -325,7 +325,7 @@ async def read_room(client: ClusterClient) -> tuple[list[NodeRoom], int] | str:
         pods, _ = await client.list_all(PODS, field_selector=NOT_TERMINAL)
     except ApiError as exc:
         if exc.status == 403:
-            return "not readable with this kubeconfig (deploy/worker-room/ grants it)"
+            return "not readable with this kubeconfig (deploy/worker/ grants it)"
         return f"not read: {exc}"
     return rooms_of(nodes, pods)
 

@@ -45,7 +45,7 @@ def write(tmp_path: Path, text: str, name: str = "jobmirror.yaml") -> Path:
         (lambda c: c.controller_name, DEFAULT_CONTROLLER_NAME),
         (lambda c: c.origin, "jobmirror"),
         (lambda c: c.namespaces, []),
-        (lambda c: c.placement, PlacementPolicy.LEAST_LOADED),
+        (lambda c: c.placement, PlacementPolicy.ROOM_AWARE),
         (lambda c: c.resync_period, 30.0),
         (lambda c: c.worker_lost_timeout, 900.0),
         (lambda c: c.gc_interval, 60.0),
