@@ -218,10 +218,6 @@ def adoption_target(placed: str | None, configured: Collection[str], live_copies
     return live[0] if live else None
 
 
-#: the event reason for a Job placed on a worker that is not in the configuration
-UNCONFIGURED_WORKER = "WorkerNotConfigured"
-
-
 class LostStep(StrEnum):
     """What a pass does for a Job whose placed worker is unhealthy or no longer configured."""
 

@@ -34,7 +34,6 @@ from mirror.decisions import (
     REFUSAL_EXCLUSION,
     RETRY_CAP,
     SKEW_EXCLUSION,
-    UNCONFIGURED_WORKER,
     CollisionAction,
     Lost,
     LostStep,
@@ -52,6 +51,29 @@ from mirror.decisions import (
     release_unclaimed,
     retry_delay,
     says_something_new,
+)
+from mirror.event_reasons import (
+    COPY_LEFT_FOR_GC,
+    COPY_RECREATED,
+    DISPATCHED,
+    FINALIZER_RELEASED,
+    FINISHED_WITHOUT_COPY,
+    NAME_COLLISION,
+    NAMESPACE_MISSING,
+    NAMESPACE_NOT_ALLOWED,
+    NO_WORKER,
+    PLACEMENT_MOVED,
+    REDISPATCHED,
+    REMOTE_DELETED,
+    REPLACED,
+    STALE_COPY_OUTCOME_USED,
+    STATUS_REJECTED,
+    WAITING_FOR_ROOM,
+    WORKER_DROPPED_FIELDS,
+    WORKER_LOST,
+    WORKER_NOT_CONFIGURED,
+    WORKER_REFUSED,
+    EventReason,
 )
 from mirror.identity import is_copy_of, labels_of_copy
 from mirror.kinds import MirroredKind
@@ -86,8 +108,6 @@ from mirror.workers import WorkerBusy, WorkerCluster
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-NORMAL, WARNING = "Normal", "Warning"
 
 #: seconds between two looks for room for a Job waiting in the manager (RoomAware)
 WAITING_RECHECK = 3.0
@@ -270,7 +290,7 @@ class Reconciler:
                 assert action.worker is not None and action.status is not None
                 stale = g.copies[action.worker]
                 job = await self._write_status(job, action.status, from_copy=True)
-                self.recorder.event(job, NORMAL, "StaleCopyOutcomeUsed", f"the copy left on worker {action.worker} "
+                self._say(job, STALE_COPY_OUTCOME_USED, f"the copy left on worker {action.worker} "
                                     f"finished ({self.kind.state(stale)}) while the Job was re-dispatched to "
                                     f"{g.placement.worker}; its outcome is used, the other copy is deleted")
                 return replace(g, job=job, stale_used=True)
@@ -370,7 +390,7 @@ class Reconciler:
         fresh, _ = await self._record_placement(fresh, adopted, remote_name,
                                                 f"adopted: worker {adopted} has this Job's copy {remote_name}")
         if placement.worker is not None:
-            self.recorder.event(fresh, NORMAL, "PlacementMoved", f"worker {placement.worker} is no longer "
+            self._say(fresh, PLACEMENT_MOVED, f"worker {placement.worker} is no longer "
                                 f"configured and worker {adopted} has this Job's copy {remote_name} (the same "
                                 "cluster under a new name, or the copy moved there): the placement moves to "
                                 f"{adopted} and the copy keeps running")
@@ -430,6 +450,10 @@ class Reconciler:
                 out[v.name] = room.fit(shape, want)
         return out
 
+    def _say(self, obj: Obj, what: EventReason, message: str) -> None:
+        """An event on the manager object, its reason and type from mirror.event_reasons' one table."""
+        self.recorder.event(obj, what.type, what.reason, message)
+
     async def _place(self, job: Obj, exclude: Collection[str] = ()) -> tuple[Obj, Placement]:
         try:
             chosen = self._choose(job, exclude)
@@ -439,11 +463,11 @@ class Reconciler:
             if isinstance(exc, WaitingForRoom):
                 if not memory.waiting_said:  # once per wait: its figures change while it waits
                     memory.waiting_said = True
-                    self.recorder.event(job, NORMAL, exc.reason, f"waits in the manager: {exc}; it is placed "
-                                        "when room appears, Jobs created earlier first")
+                    self.recorder.event(job, WAITING_FOR_ROOM.type, exc.reason, f"waits in the manager: {exc}; it is "
+                                        "placed when room appears, Jobs created earlier first")
             elif says_something_new(memory.no_worker_said, message):
                 memory.no_worker_said = message
-                self.recorder.event(job, WARNING, exc.reason, message)
+                self.recorder.event(job, NO_WORKER.type, exc.reason, message)
             else:
                 log.debug("%s/%s still cannot be dispatched: %s", job["metadata"]["namespace"],
                           job["metadata"]["name"], exc)
@@ -500,14 +524,14 @@ class Reconciler:
             job, new = await self._place(job, exclude={old})
             if new.worker is None:
                 return self.cfg.resync_period
-            self.recorder.event(job, NORMAL, "Redispatched", f"worker {old} became unreachable before the "
+            self._say(job, REDISPATCHED, f"worker {old} became unreachable before the "
                                 f"copy was created ({worker.last_error}); placed on {new.worker} instead")
             metrics.REDISPATCHES.labels(old, new.worker).inc()
             return 0.0
         if lost.step is LostStep.WAIT:
             if lost.say_unconfigured:
                 self._remember_about(uid).unconfigured_noted = True
-                self.recorder.event(job, WARNING, UNCONFIGURED_WORKER, f"placed on worker {old}, which is not in "
+                self._say(job, WORKER_NOT_CONFIGURED, f"placed on worker {old}, which is not in "
                                     "the configuration (removed, or renamed without its copy being found on a "
                                     f"configured worker): handled as a lost worker, re-dispatched once "
                                     f"workerLostTimeout ({timeout:.0f}s) has passed since this controller "
@@ -520,7 +544,7 @@ class Reconciler:
         else:
             reason = (f"worker {old} unreachable for longer than workerLostTimeout ({timeout:.0f}s): "
                       f"{worker.last_error}")
-        self.recorder.event(job, WARNING, "WorkerLost", reason)
+        self._say(job, WORKER_LOST, reason)
         if lost.step is LostStep.FINISH_DECIDED:
             finished = await self._finish_decided(job, f"its worker {old} is lost")
             return 0.0 if finished is None else finished
@@ -528,7 +552,7 @@ class Reconciler:
         if new.worker is None:
             return self.cfg.resync_period
         metrics.REDISPATCHES.labels(old, new.worker).inc()
-        self.recorder.event(job, NORMAL, "Redispatched", f"moved from {old} to {new.worker}; the copy on {old} "
+        self._say(job, REDISPATCHED, f"moved from {old} to {new.worker}; the copy on {old} "
                             "is deleted when it comes back")
         return 0.0
 
@@ -570,12 +594,12 @@ class Reconciler:
         self._pending[worker.name].add(job["metadata"]["uid"])
         metrics.DISPATCHES.labels(worker.name).inc()
         self._recalled(job["metadata"]["uid"]).refusals.pop("create", None)
-        self.recorder.event(job, NORMAL, "Dispatched", f"created {ns}/{placement.remote_name} on worker {worker.name}")
+        self._say(job, DISPATCHED, f"created {ns}/{placement.remote_name} on worker {worker.name}")
         return created, Found()
 
     async def _create(self, job: Obj, worker: WorkerCluster, ns: str, body: Obj) -> Obj | None:
         if not tenancy.may_use(ns, self.cfg.worker_namespaces):
-            self.recorder.event(job, WARNING, "NamespaceNotAllowed",
+            self.recorder.event(job, NAMESPACE_NOT_ALLOWED.type, NAMESPACE_NOT_ALLOWED.reason,
                                 f"namespace {ns} is not among the workerNamespaces the controller may use on "
                                 f"workers ({', '.join(self.cfg.worker_namespaces)}): no copy is made")
             return None
@@ -586,7 +610,7 @@ class Reconciler:
             if not _missing_namespace(exc):
                 raise
         if self.cfg.missing_namespace == MissingNamespace.REPORT:
-            self.recorder.event(job, WARNING, "NamespaceMissing",
+            self.recorder.event(job, NAMESPACE_MISSING.type, NAMESPACE_MISSING.reason,
                                 f"namespace {ns} does not exist on worker {worker.name}; create it there "
                                 "(missingNamespace: Report)")
             return None
@@ -594,7 +618,7 @@ class Reconciler:
             source = await self.manager.get(NAMESPACES, None, ns)
         except ApiError as exc:
             # Never a namespace weaker than the tenant's: no posture known, no namespace made.
-            self.recorder.event(job, WARNING, "NamespaceMissing",
+            self.recorder.event(job, NAMESPACE_MISSING.type, NAMESPACE_MISSING.reason,
                                 f"namespace {ns} does not exist on worker {worker.name} and is not created there: "
                                 f"its Pod Security labels could not be read from the manager's namespace {ns} "
                                 f"({exc}); the controller needs get on namespaces in the manager")
@@ -629,11 +653,11 @@ class Reconciler:
         what = (f"worker {worker.name} dropped fields of {md['namespace']}/{md['name']} it does not know "
                 f"(older Kubernetes?): {', '.join(fields)}; the copy would run with other semantics, so it was "
                 + ("deleted at once" if deleted else "not deleted yet (retried)"))
-        return await self._create_refused(job, worker, what, exclusion=SKEW_EXCLUSION, reason="WorkerDroppedFields",
+        return await self._create_refused(job, worker, what, exclusion=SKEW_EXCLUSION, reason=WORKER_DROPPED_FIELDS,
                                           verb="skew", left_copy=not deleted)
 
     async def _create_refused(self, job: Obj, worker: WorkerCluster, what: str | ApiError, *,
-                              exclusion: float = REFUSAL_EXCLUSION, reason: str = "WorkerRefused",
+                              exclusion: float = REFUSAL_EXCLUSION, reason: EventReason = WORKER_REFUSED,
                               verb: str = "create", left_copy: bool = False) -> float:
         """The worker said no to the copy: say so at once, and move the Job or retry with backoff.
 
@@ -660,10 +684,10 @@ class Reconciler:
                 why = f"no other worker accepts it now ({no})"
         if chosen is not None and refusal_action(pinned=pinned, alternative=True) is RefusalAction.REPLACE:
             job, _ = await self._place_on(job, chosen)
-            self.recorder.event(job, WARNING, reason, f"{what}; placed on {chosen.worker} instead")
+            self._say(job, reason, f"{what}; placed on {chosen.worker} instead")
             metrics.REDISPATCHES.labels(worker.name, chosen.worker).inc()
             return 0.0
-        self.recorder.event(job, WARNING, reason, f"{what}; {why}: retried with backoff (at most every "
+        self._say(job, reason, f"{what}; {why}: retried with backoff (at most every "
                             f"{RETRY_CAP:.0f}s)")
         log.warning("%s/%s: %s; next try in %.0fs", md["namespace"], md["name"], what, delay)
         return delay
@@ -691,13 +715,13 @@ class Reconciler:
                              "it (%s)", md["namespace"], md["name"], worker.name, len(left), ", ".join(left[:3]))
                     return min(2.0, self.cfg.resync_period)
             if recreate and await self._delete_remote(job, worker, remote, "re-created for its new template"):
-                self.recorder.event(job, NORMAL, "CopyRecreated", f"worker {worker.name} refused to rewrite "
+                self._say(job, COPY_RECREATED, f"worker {worker.name} refused to rewrite "
                                     f"the suspended copy's pod template ({exc.message}); deleted it to be "
                                     "created again from the manager's template")
                 return 0.0
             delay = self._refusal_delay(uid, "patch")
             self._remember_about(uid).patch_not_before = time.monotonic() + delay
-            self.recorder.event(job, WARNING, "WorkerRefused", f"worker {worker.name} refused the spec change "
+            self._say(job, WORKER_REFUSED, f"worker {worker.name} refused the spec change "
                                 f"{patch} on {md['namespace']}/{md['name']}: {exc.message}; status is still "
                                 "mirrored, the change is retried with backoff (at most every "
                                 f"{RETRY_CAP:.0f}s)")
@@ -749,7 +773,7 @@ class Reconciler:
         memory.refused[worker.name] = time.monotonic() + REFUSAL_EXCLUSION  # avoided for this Job a while
         job, _ = await self._place_on(job, choice)
         metrics.REPLACEMENTS.labels(worker.name).inc()
-        self.recorder.event(job, NORMAL, "Replaced", f"moved from worker {worker.name} to {choice.worker}: "
+        self._say(job, REPLACED, f"moved from worker {worker.name} to {choice.worker}: "
                             f"{why}; none of its pods had started, so nothing ran twice")
         return 0.0
 
@@ -789,7 +813,7 @@ class Reconciler:
                 why = f"no other worker can take it ({exc})"
             else:
                 job, new = await self._place_on(job, chosen)
-                self.recorder.event(job, WARNING, "NameCollision", f"{what}; placed on {new.worker} instead")
+                self._say(job, NAME_COLLISION, f"{what}; placed on {new.worker} instead")
                 metrics.REDISPATCHES.labels(worker.name, chosen.worker).inc()
                 return 0.0
         else:
@@ -798,7 +822,7 @@ class Reconciler:
         memory = self._remember_about(uid)
         memory.collision_reports += 1
         delay = retry_delay(memory.collision_reports, base=self.cfg.resync_period)
-        self.recorder.event(job, WARNING, "NameCollision", f"{what}; {why}: retried with backoff (at most every "
+        self._say(job, NAME_COLLISION, f"{what}; {why}: retried with backoff (at most every "
                             f"{RETRY_CAP:.0f}s)")
         log.warning("%s/%s: name collision on %s (%s); next look in %.0fs", job["metadata"]["namespace"],
                     job["metadata"]["name"], worker.name, why, delay)
@@ -827,7 +851,7 @@ class Reconciler:
                 raise
             metrics.WORKER_REFUSALS.labels(worker.name, "delete").inc()
             self._refusal_delay(job["metadata"]["uid"], "delete")
-            self.recorder.event(job, WARNING, "WorkerRefused", f"worker {worker.name} refused to delete "
+            self._say(job, WORKER_REFUSED, f"worker {worker.name} refused to delete "
                                 f"{md['namespace']}/{md['name']} ({reason}): {exc.message}; retried with backoff")
             return False
         metrics.REMOTE_DELETES.labels(worker.name, reason).inc()
@@ -835,7 +859,7 @@ class Reconciler:
         self._attempted[worker.name].discard(uid)  # known gone: no need to ask the server again
         self._pending[worker.name].discard(uid)
         how = "" if propagation == "Background" else f", propagation {propagation}"
-        self.recorder.event(job, NORMAL, "RemoteDeleted",
+        self.recorder.event(job, REMOTE_DELETED.type, REMOTE_DELETED.reason,
                             f"deleted {md['namespace']}/{md['name']} on worker {worker.name} ({reason}{how})")
         # A foreground delete answers with the object while its pods are still being deleted.
         return propagation != "Foreground" or answer.get("kind") == "Status"
@@ -864,7 +888,7 @@ class Reconciler:
         self.forget(job["metadata"]["uid"])
         metrics.UNCLAIMED_RELEASES.inc()
         placed = placement_of(job).worker
-        self.recorder.event(job, NORMAL, "FinalizerReleased", f"no longer claimed by this jobmirror (controllerName "
+        self._say(job, FINALIZER_RELEASED, f"no longer claimed by this jobmirror (controllerName "
                             f"{self.cfg.controller_name!r}, namespaces {self.cfg.namespaces or 'all'}): finalizer "
                             f"{FINALIZER} removed" + (f"; its copy on worker {placed} is left as it is" if placed
                                                       else ""))
@@ -892,7 +916,7 @@ class Reconciler:
         final = self.kind.decided_status(job, self.now())
         assert final is not None
         job = await self._put_status(job, final)
-        self.recorder.event(job, WARNING, "FinishedWithoutCopy", f"{why}; its outcome was already decided, so it is "
+        self._say(job, FINISHED_WITHOUT_COPY, f"{why}; its outcome was already decided, so it is "
                             f"finished as {self.kind.state(job)} from its last mirrored status instead of running "
                             "again")
         copies = {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, job)) is not None}
@@ -930,12 +954,12 @@ class Reconciler:
         self.forget(uid)
         await self._drop_finalizer(job)
         if deleted and placement.worker is not None and placement.worker not in self.workers and not copies:
-            self.recorder.event(job, WARNING, "CopyLeftForGC", f"worker {placement.worker} is not in the "
+            self._say(job, COPY_LEFT_FOR_GC, f"worker {placement.worker} is not in the "
                                 "configuration: the finalizer is released without deleting a copy there; delete "
                                 "it on that cluster, or configure the worker again and garbage collection does")
         for name in plan.left_for_gc:
             metrics.COPIES_LEFT_FOR_GC.labels(name).inc()
-            self.recorder.event(job, WARNING, "CopyLeftForGC", f"worker {name} has been unreachable for longer than "
+            self._say(job, COPY_LEFT_FOR_GC, f"worker {name} has been unreachable for longer than "
                                 f"workerLostTimeout ({self.cfg.worker_lost_timeout:.0f}s): the finalizer is released "
                                 "without deleting the copy there; garbage collection deletes it when the worker "
                                 "answers again")
@@ -986,7 +1010,7 @@ class Reconciler:
                 # Validation or an admission policy said no: retrying as is will not help by
                 # itself, so say it loudly (event + metric); the backoff retry picks up fixes.
                 metrics.STATUS_WRITES.labels("rejected").inc()
-                self.recorder.event(job, WARNING, "StatusRejected", f"manager API server rejected the mirrored "
+                self._say(job, STATUS_REJECTED, f"manager API server rejected the mirrored "
                                     f"status: {exc.message}")
                 raise StatusRejected(exc.message) from exc
             else:

@@ -30,6 +30,7 @@ from kruntime.events import ObjectEvents
 from kruntime.informer import Informer, ObjectCache
 from kruntime.resources import EVENTS, PODS, Obj, key_of
 from mirror import metrics
+from mirror.event_reasons import COPY_UNSCHEDULABLE, WORKER_WARNING
 from mirror.identity import is_copy_of, manager_key_of
 from mirror.kinds import CopyPods, MirroredKind
 from mirror.workers import WorkerCluster
@@ -41,7 +42,6 @@ WARNING = "Warning"
 RECENT = timedelta(minutes=5)
 #: pods whose owner was looked up, by pod uid (copy uid, or "" when not one of ours)
 MAX_TRACKED_PODS = 20_000
-UNSCHEDULABLE = "CopyUnschedulable"
 #: a generated name is cut to 63 characters: the owner's name may be cut too
 _MAX_NAME = 63
 
@@ -202,9 +202,9 @@ class WorkerEvents:
         job = self._manager_of(copy)
         if job is None:
             return
-        reason = str(ev.get("reason") or "WorkerWarning")
+        reason = str(ev.get("reason") or WORKER_WARNING.reason)
         metrics.WORKER_WARNINGS.labels(self.worker.name).inc()
-        self.events.event(job, WARNING, reason, mirrored_message(self.worker.name, ev))
+        self.events.event(job, WORKER_WARNING.type, reason, mirrored_message(self.worker.name, ev))
         if reason == "FailedScheduling" and inv.get("kind") == "Pod":
             uid = job["metadata"]["uid"]
             if uid not in self._stuck:
@@ -243,7 +243,7 @@ class WorkerEvents:
             self._told[uid] = None
             metrics.COPIES_UNSCHEDULABLE.labels(self.worker.name).inc()
             message = unschedulable_message(self.worker.name, pod, since, self.unschedulable_timeout)
-            self.events.event(job, WARNING, UNSCHEDULABLE, message)
+            self.events.event(job, COPY_UNSCHEDULABLE.type, COPY_UNSCHEDULABLE.reason, message)
             if self.on_stuck is not None:
                 self.on_stuck(job, self.worker.name, message)
 

@@ -1,0 +1,150 @@
+"""Every event the mirror controller writes on a manager object: one table, used by the code and the docs.
+
+The reconciler and the worker-event mirror take their reason and type from here, and
+``python -m mirror.docs`` renders the same rows into docs/reference/events.md, so the
+reference cannot list a reason the controller never writes, nor miss one it does. Reason
+strings are API: users filter on them (``kubectl get events --field-selector reason=…``)
+and alerts and tests name them, so change one only deliberately.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+EventType = Literal["Normal", "Warning"]
+NORMAL: EventType = "Normal"
+WARNING: EventType = "Warning"
+
+
+@dataclass(frozen=True)
+class EventReason:
+    """One event reason: what it is called, its type, when it is written and what to do about it."""
+
+    reason: str
+    type: EventType
+    when: str
+    action: str
+
+
+DISPATCHED = EventReason(
+    "Dispatched", NORMAL,
+    "The copy was created on the chosen worker (the message names it).",
+    "Nothing: the Job runs there; `kubectl jobmirror describe` shows why that worker was chosen.")
+REDISPATCHED = EventReason(
+    "Redispatched", NORMAL,
+    "The Job moved to another worker: its worker was lost for `workerLostTimeout`, or went away before "
+    "the copy was ever sent.",
+    "Nothing for the Job; find out why the old worker was lost (alert JobmirrorWorkerDown).")
+PLACEMENT_MOVED = EventReason(
+    "PlacementMoved", NORMAL,
+    "The worker entry was renamed in the configuration and the running copy was found under the new name; "
+    "the placement annotation now names it.",
+    "Nothing: the copy keeps running, nothing is re-created.")
+WAITING_FOR_ROOM = EventReason(
+    "WaitingForRoom", NORMAL,
+    "RoomAware: workers could run the Job's pods but none has room now (or an older waiting Job holds it); "
+    "the Job waits in the manager and is placed when room appears. Once per wait.",
+    "Wait, or add capacity; gauge `jobmirror_jobs_waiting_for_room` counts such Jobs.")
+NO_WORKER = EventReason(
+    "NoWorker", WARNING,
+    "No worker can take the Job now (none healthy, a pin to an unknown or unhealthy worker, a worker-selector "
+    "that no worker matches or cannot be parsed). Written again only when the message changes.",
+    "Read the message; fix the pin or selector annotation, or the unhealthy workers.")
+NO_WORKER_FITS = EventReason(
+    "NoWorkerFits", WARNING,
+    "RoomAware: no candidate worker has a node that could ever hold the Job's pod; the message names each "
+    "worker and why.",
+    "Lower the pod's requests, fix its nodeSelector/tolerations, or add a worker with such nodes.")
+WORKER_NOT_CONFIGURED = EventReason(
+    "WorkerNotConfigured", WARNING,
+    "The Job is placed on a worker entry that is no longer in the configuration (once per Job). It is "
+    "re-dispatched only after `workerLostTimeout` since this controller started.",
+    "Configure the worker again (its copy is then deleted as stale), or delete the copy there by hand.")
+WORKER_LOST = EventReason(
+    "WorkerLost", WARNING,
+    "The Job's worker has been unreachable (or unconfigured) for longer than `workerLostTimeout`.",
+    "Check the worker (alert JobmirrorWorkerDown); the Job is re-dispatched or, if decided, finished.")
+NAMESPACE_NOT_ALLOWED = EventReason(
+    "NamespaceNotAllowed", WARNING,
+    "The Job's namespace is not in `workerNamespaces`: no copy is made.",
+    "Add the namespace (or a pattern) to `workerNamespaces`, or run the Job elsewhere.")
+NAMESPACE_MISSING = EventReason(
+    "NamespaceMissing", WARNING,
+    "The namespace is missing on the worker and `missingNamespace: Report`, or it could not be created "
+    "(the manager namespace could not be read).",
+    "Create the namespace on the worker, or set `missingNamespace: Create`.")
+WORKER_REFUSED = EventReason(
+    "WorkerRefused", WARNING,
+    "The worker refused a create, spec patch or delete of the copy with a 4xx (quota, admission, terminating "
+    "namespace, invalid); the message has the server's answer.",
+    "Fix what the worker's message names; an unpinned Job is placed elsewhere, else retried with backoff.")
+WORKER_DROPPED_FIELDS = EventReason(
+    "WorkerDroppedFields", WARNING,
+    "The worker's answer to the create lacked spec fields that were sent (an older Kubernetes): the copy "
+    "would run with other semantics, so it was deleted; that worker is skipped for the Job for an hour.",
+    "Upgrade the worker, or pin the Job to a worker that knows those fields.")
+COPY_RECREATED = EventReason(
+    "CopyRecreated", NORMAL,
+    "The worker refused to rewrite a suspended copy's pod template, so the copy was deleted and created "
+    "again from the manager's template; no pods ran in between.",
+    "Nothing.")
+REPLACED = EventReason(
+    "Replaced", NORMAL,
+    "RoomAware: a copy that could not schedule any pod for `unschedulableTimeout` (none ever bound, none "
+    "finished) was deleted and the Job placed on another worker with room; the old worker is avoided for "
+    "the Job for 5 minutes.",
+    "Nothing; if it repeats, look at what the room fit does not model (inter-pod affinity, topology spread).")
+NAME_COLLISION = EventReason(
+    "NameCollision", WARNING,
+    "The worker holds a Job of the same name that is not this Job's copy; it is never touched.",
+    "Rename or remove the other Job on the worker; an unpinned Job is placed elsewhere meanwhile.")
+REMOTE_DELETED = EventReason(
+    "RemoteDeleted", NORMAL,
+    "The copy was deleted on its worker (the Job finished or was deleted).",
+    "Nothing.")
+FINALIZER_RELEASED = EventReason(
+    "FinalizerReleased", NORMAL,
+    "This installation no longer claims the Job (`namespaces` narrowed or `controllerName` changed) and "
+    "released its finalizer; the copy is left as it is.",
+    "Delete the copy, or let the new owner decide.")
+FINISHED_WITHOUT_COPY = EventReason(
+    "FinishedWithoutCopy", WARNING,
+    "The Job's outcome was already decided (SuccessCriteriaMet or FailureTarget) and its copy vanished, so "
+    "the Job was finished from the last mirrored status instead of being run again.",
+    "Nothing for the Job; find out why the copy vanished (deleted on the worker, or the worker lost).")
+COPY_LEFT_FOR_GC = EventReason(
+    "CopyLeftForGC", WARNING,
+    "A deleted Job's finalizer was released while its copy's worker was unreachable past "
+    "`workerLostTimeout` (or is no longer configured); GC deletes the copy once the worker answers.",
+    "Nothing if the worker returns; otherwise delete the copy there by hand.")
+STATUS_REJECTED = EventReason(
+    "StatusRejected", WARNING,
+    "The manager's API server refused the mirrored status (403/422); retried with backoff.",
+    "See the runbook of alert JobmirrorStatusWritesRejected: usually an admission policy or webhook on "
+    "jobs/status.")
+STALE_COPY_OUTCOME_USED = EventReason(
+    "StaleCopyOutcomeUsed", NORMAL,
+    "A copy that finished on a worker lost during a partition came back; its outcome finished the Job "
+    "(nothing had decided it yet) and both copies were deleted.",
+    "Nothing.")
+COPY_UNSCHEDULABLE = EventReason(
+    "CopyUnschedulable", WARNING,
+    "A pod of the copy has been unschedulable on its worker for longer than `unschedulableTimeout` (once "
+    "per episode). With RoomAware an unpinned copy that never started is then moved (`Replaced`).",
+    "Follow the troubleshooting flow: `kubectl jobmirror describe` shows the scheduler's message.")
+WORKER_WARNING = EventReason(
+    "WorkerWarning", WARNING,
+    "A Warning event of the copy or its pods on the worker had no reason; mirrored under this one. Warnings "
+    "with a reason (FailedCreate, FailedScheduling, BackOff, …) keep theirs; the message names the worker.",
+    "Read the message; `kubectl jobmirror describe` lists the worker's events.")
+
+#: Every reason the mirror controller writes, in the order the reference lists them.
+ALL: tuple[EventReason, ...] = (
+    DISPATCHED, REDISPATCHED, PLACEMENT_MOVED, WAITING_FOR_ROOM, NO_WORKER, NO_WORKER_FITS, WORKER_NOT_CONFIGURED,
+    WORKER_LOST, NAMESPACE_NOT_ALLOWED, NAMESPACE_MISSING, WORKER_REFUSED, WORKER_DROPPED_FIELDS, COPY_RECREATED,
+    REPLACED, NAME_COLLISION, REMOTE_DELETED, FINALIZER_RELEASED, FINISHED_WITHOUT_COPY, COPY_LEFT_FOR_GC,
+    STATUS_REJECTED, STALE_COPY_OUTCOME_USED, COPY_UNSCHEDULABLE, WORKER_WARNING,
+)
+
+BY_REASON: dict[str, EventReason] = {e.reason: e for e in ALL}
