@@ -253,8 +253,11 @@ def build_etcd(etcd_version: str) -> Path:
 
 def build_kwok(kwok_version: str) -> Path:
     dest = _bin_dir("kwok", kwok_version)
-    if _have(dest, ("kwok", "kwokctl")):
-        return dest
+    _build_once(f"kwok-{kwok_version}", dest, ("kwok", "kwokctl"), lambda: _build_kwok_locked(kwok_version, dest))
+    return dest
+
+
+def _build_kwok_locked(kwok_version: str, dest: Path) -> None:
     work = _scratch_module(f"kwok-{kwok_version}", {"sigs.k8s.io/kwok": f"v{kwok_version}"}, {})
     (work / "out").mkdir(exist_ok=True)
     ldflags = f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v{kwok_version}"
@@ -265,7 +268,6 @@ def build_kwok(kwok_version: str) -> Path:
         f"kwok v{kwok_version}",
     )
     _install(work, dest, ("kwok", "kwokctl"))
-    return dest
 
 
 def build_helm(helm_version: str = versions.HELM_VERSION) -> Path:
