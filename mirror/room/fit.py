@@ -24,6 +24,11 @@ from mirror.room.requests import PODS, HostPort, PodShape
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+#: Taints the node lifecycle controller puts on for a passing state (cordoned, not Ready,
+#: unreachable, under pressure) and takes off when it passes: they decide "now", never "ever"
+#: (a cordoned node carries node.kubernetes.io/unschedulable besides spec.unschedulable).
+PASSING_TAINTS = frozenset({UNSCHEDULABLE_TAINT, *(f"node.kubernetes.io/{s}" for s in (
+    "not-ready", "unreachable", "memory-pressure", "disk-pressure", "pid-pressure", "network-unavailable"))})
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,11 @@ def untolerated(shape: PodShape, taints: Iterable[Taint]) -> list[Taint]:
             and not any(tolerates(tol, t) for tol in shape.tolerations)]
 
 
+def lasting(taints: Iterable[Taint]) -> list[Taint]:
+    """The taints an operator put on (what "ever" judges), without the passing ones."""
+    return [t for t in taints if t.key not in PASSING_TAINTS]
+
+
 def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     key, op, values = expr.get("key", ""), expr.get("operator", ""), list(expr.get("values") or [])
     have = labels.get(key)
@@ -142,14 +152,14 @@ def missing_for_ever(shape: PodShape, node: NodeRoom) -> list[str]:
 
 
 def could_ever_run(shape: PodShape, node: NodeRoom) -> bool:
-    return selects(shape, node) and not untolerated(shape, node.taints) and not missing_for_ever(shape, node)
+    return selects(shape, node) and not untolerated(shape, lasting(node.taints)) and not missing_for_ever(shape, node)
 
 
 def runs_now(shape: PodShape, node: NodeRoom) -> bool:
     """Whether one more pod of ``shape`` fits on ``node`` as it is now."""
     if not node.ready or (node.cordoned and not _cordon_tolerated(shape)):
         return False
-    if not could_ever_run(shape, node):
+    if not could_ever_run(shape, node) or untolerated(shape, node.taints):
         return False
     if node.free(PODS) < 1:
         return False
@@ -213,9 +223,9 @@ def never_reason(shape: PodShape, nodes: Sequence[NodeRoom]) -> str:
     if not selected:
         what = ", ".join(f"{k}={v}" for k, v in sorted(shape.node_selector.items()))
         return f"no node matches {'nodeSelector ' + what if what else 'the required node affinity'}"
-    tolerated = [n for n in selected if not untolerated(shape, n.taints)]
+    tolerated = [n for n in selected if not untolerated(shape, lasting(n.taints))]
     if not tolerated:
-        taint = untolerated(shape, selected[0].taints)[0]
+        taint = untolerated(shape, lasting(selected[0].taints))[0]
         return f"every matching node has an untolerated taint ({taint.key}={taint.value}:{taint.effect})"
     for res, want in sorted(shape.requests.items()):
         best = max(n.allocatable.get(res, 0) for n in tolerated)

@@ -5,7 +5,9 @@ pods as an operator (or other tenants) would. A Job whose nodeSelector only work
 satisfy goes there (LeastLoaded alone breaks the 0/0 tie towards worker-1) and runs; a Job no
 node could ever hold stays in the manager with a NoWorkerFits event naming each worker and
 why, and no copy anywhere; a Job that could run but finds every node full waits in the manager
-(WaitingForRoom, once) and runs where room appears.
+(WaitingForRoom, once) and runs where room appears; worker-1 cordoned, tainted or with its host
+port taken by a pod that is not ours, or only worker-2's nodes advertising an extended resource
+(written to the node status, as a device plugin or an operator does), sends the Job to worker-2.
 """
 
 from __future__ import annotations
@@ -170,3 +172,114 @@ async def test_a_copy_stuck_before_it_started_is_moved(client_for: ClientFor, cl
         done = await env.wait_condition("stuck", "Complete", timeout=60)
         assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-2"
         await env.wait_gone("stuck", env.workers["worker-1"])
+
+
+GPU = "example.com/gpu"
+MAIN = {"name": "main", "image": "busybox"}
+
+
+async def _nodes(worker: ClusterClient) -> list[str]:
+    nodes, _ = await worker.list_all(NODES)
+    return [n["metadata"]["name"] for n in nodes]
+
+
+@contextlib.asynccontextmanager
+async def cordoned(worker: ClusterClient, ns: str) -> AsyncIterator[None]:
+    """``kubectl cordon`` of every node."""
+    names = await _nodes(worker)
+    for n in names:
+        await worker.patch(NODES, None, n, {"spec": {"unschedulable": True}})
+    try:
+        yield
+    finally:
+        for n in names:
+            await worker.patch(NODES, None, n, {"spec": {"unschedulable": None}})
+
+
+@contextlib.asynccontextmanager
+async def tainted(worker: ClusterClient, ns: str) -> AsyncIterator[None]:
+    """``kubectl taint nodes --all <key>=x:NoSchedule``, the key this test's own."""
+    names = await _nodes(worker)
+    nodes = {n: await worker.get(NODES, None, n) for n in names}
+    key = f"jobmirror.test/taint-{ns}"[:63]
+    for n, obj in nodes.items():
+        taints = [*(obj["spec"].get("taints") or []), {"key": key, "value": "x", "effect": "NoSchedule"}]
+        await worker.patch(NODES, None, n, {"spec": {"taints": taints}})
+    try:
+        yield
+    finally:
+        for n, obj in nodes.items():
+            await worker.patch(NODES, None, n, {"spec": {"taints": obj["spec"].get("taints")}})
+
+
+@contextlib.asynccontextmanager
+async def gpus(worker: ClusterClient, ns: str) -> AsyncIterator[None]:
+    """An extended resource advertised the documented way: written to each node's status."""
+    names = await _nodes(worker)
+    for n in names:
+        await worker.patch(NODES, None, n, {"status": {"capacity": {GPU: "4"}, "allocatable": {GPU: "4"}}},
+                           subresource="status")
+    try:
+        yield
+    finally:
+        for n in names:
+            await worker.patch(NODES, None, n, {"status": {"capacity": {GPU: None}, "allocatable": {GPU: None}}},
+                               subresource="status")
+
+
+@contextlib.asynccontextmanager
+async def ports_taken(worker: ClusterClient, ns: str) -> AsyncIterator[None]:
+    """A pod that is not ours holding host port 18080 on every node."""
+    names = await _nodes(worker)
+    pods = [f"port-{n}"[:63] for n in names]
+    for n, pod in zip(names, pods, strict=True):
+        await worker.create(PODS, ns, {"metadata": {"name": pod, "annotations": {
+            "jobmirror.dev/kwok-duration": "600000ms"}}, "spec": {"nodeName": n, "restartPolicy": "Never",
+            "containers": [{**MAIN, "ports": [{"containerPort": 80, "hostPort": 18080}]}]}})
+    try:
+        yield
+    finally:
+        for pod in pods:
+            with contextlib.suppress(ApiError):
+                await worker.delete(PODS, ns, pod)
+
+
+Shaper = Callable[[ClusterClient, str], contextlib.AbstractAsyncContextManager[None]]
+
+#: (how worker-1 is shaped — or worker-2 for the gpu —, the Job's pod spec, whether worker-1 could ever run it)
+SHAPES: dict[str, tuple[Shaper, str, Obj, bool]] = {
+    "cordoned": (cordoned, "worker-1", {}, True),
+    "tainted": (tainted, "worker-1", {}, False),
+    "extended-resource": (gpus, "worker-2", {"containers": [
+        {**MAIN, "resources": {"requests": {GPU: "1"}, "limits": {GPU: "1"}}}]}, False),
+    "host-port-taken": (ports_taken, "worker-1", {"containers": [
+        {**MAIN, "ports": [{"containerPort": 80, "hostPort": 18080}]}]}, True),
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("shape", list(SHAPES))
+async def test_room_shaped_as_an_operator_would_decides_the_worker(client_for: ClientFor, cluster: ClusterFn,
+                                                                   ns: str, shape: str) -> None:
+    """Each shape leaves only worker-2 able to run the Job's pod now; LeastLoaded alone would break
+    the 0/0 tie towards worker-1, where the pod would stay Pending (or never exist: no gpu)."""
+    shaper, shaped, pod_spec, worker_1_ever = SHAPES[shape]
+    async with mirror_env(client_for, cluster, ns, placement="RoomAware") as env, \
+            shaper(env.workers[shaped], ns):
+        await env.start()
+        ctrl = env.controllers[-1][0]
+        job = with_pod_spec(make_job("shaped", duration_ms=500), **pod_spec)
+        pod = shape_of_template(job["spec"]["template"])
+
+        async def seen() -> bool:
+            rooms = ctrl.rooms
+            if not (rooms and all(r.synced and r.nodes.cache for r in rooms.values())):
+                return False
+            one, two = rooms["worker-1"].fit(pod, 1), rooms["worker-2"].fit(pod, 1)
+            return one.ever == worker_1_ever and not one.now and two.now == 1
+
+        await wait_for(seen, timeout=30, what=f"the room views showing worker-1 {shape}")
+        await env.create(job)
+        done = await env.wait_condition("shaped", "Complete", timeout=60)
+        assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-2"
+        assert "room on worker-2: 1 of 1 pods fit now" in done["metadata"]["annotations"][ANNOTATION_PLACEMENT_REASON]

@@ -136,12 +136,26 @@ def test_selects(spec: dict[str, Any], labels: dict[str, str], want: bool) -> No
     assert selects(shape(**spec), node(labels=labels)) is want
 
 
-def test_a_cordoned_or_not_ready_node_runs_nothing_now_but_counts_for_ever() -> None:
-    for n in (node(cordoned=True), node(ready=False)):
-        fit = worker_fit(shape(), [n], want=1)
-        assert fit.ever and fit.now == 0 and "cordoned or not Ready" in fit.why
+#: what the node lifecycle controller adds to a cordoned / NotReady node besides the field or condition
+CORDON_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize("n", [
+    node(cordoned=True), node(ready=False),
+    node(cordoned=True, taints=[CORDON_TAINT]), node(ready=False, taints=[NOT_READY_TAINT]),
+    node(taints=[{"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"}]),
+], ids=["cordoned", "not-ready", "cordoned-with-its-taint", "not-ready-with-its-taint", "memory-pressure"])
+def test_a_node_in_a_passing_state_runs_nothing_now_but_counts_for_ever(n: NodeRoom) -> None:
+    fit = worker_fit(shape(), [n], want=1)
+    assert fit.ever and fit.now == 0, fit
+
+
+def test_a_pod_tolerating_the_cordon_runs_on_a_cordoned_node() -> None:
     tolerant = shape(tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}])
     assert runs_now(tolerant, node(cordoned=True))
+    assert runs_now(tolerant, node(cordoned=True, taints=[CORDON_TAINT]))
+    assert "cordoned or not Ready" in worker_fit(shape(), [node(cordoned=True, taints=[CORDON_TAINT])], want=1).why
 
 
 def test_pods_fitting_now_counts_free_room_and_slots() -> None:
