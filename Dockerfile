@@ -21,11 +21,11 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 RUN python -m venv /opt/venv
 WORKDIR /src
-# Dependencies first, in their own layer: rebuilt only when pyproject.toml changes.
+# Dependencies first, in their own layer: rebuilt only when the lock changes. The controller's
+# lock only (no test, bench or docs packages), every file checked against its sha256.
+COPY requirements/controller.txt /tmp/requirements.txt
+RUN /opt/venv/bin/pip install --no-cache-dir --require-hashes -r /tmp/requirements.txt
 COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
-        > /tmp/requirements.txt \
- && /opt/venv/bin/pip install --no-cache-dir -r /tmp/requirements.txt
 # Only the packages the controllers import (not tests, the cluster bed or benchmarks).
 COPY mirror ./mirror
 COPY builtin_controller ./builtin_controller
@@ -34,7 +34,7 @@ COPY jobapi ./jobapi
 RUN /opt/venv/bin/pip install --no-cache-dir --no-deps . \
  && /opt/venv/bin/python -m pip uninstall -y pip setuptools \
  && rm -f /opt/venv/bin/jobmirror-bed \
- && /opt/venv/bin/jobmirror --help > /dev/null \
+ && /opt/venv/bin/jobmirror --version \
  && /opt/venv/bin/jobmirror-builtin --help > /dev/null
 
 FROM ${PYTHON_IMAGE}

@@ -1,4 +1,4 @@
-.PHONY: test unit demo bench bench-compare chaos e2e e2e-kind lint
+.PHONY: test unit demo bench bench-compare chaos e2e e2e-kind lint docs docs-serve lock
 
 # The README's two commands.
 demo:
@@ -30,3 +30,14 @@ bench-compare:
 
 e2e-kind:
 	bash e2e/kind/run.sh $(ARGS)
+
+# The docs site (mkdocs.yml, docs/): regenerate the references from the code, build strictly into site/.
+docs:
+	bash scripts/bootstrap.sh --python-only && .venv/bin/python -m mirror.docs && .venv/bin/mkdocs build --strict
+
+docs-serve:
+	bash scripts/bootstrap.sh --python-only && .venv/bin/mkdocs serve
+
+# Re-resolve requirements/*.txt from pyproject.toml (hashed; ARGS="--upgrade" or "--upgrade-package X").
+lock:
+	bash scripts/lock.sh $(ARGS)

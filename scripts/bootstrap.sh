@@ -13,10 +13,13 @@ if [ ! -x .venv/bin/python ]; then
   echo "[bootstrap] creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
-stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+# The locked versions, each file checked against its sha256 (requirements/dev.txt: the controller's
+# dependencies plus the test, bench and docs extras; `make lock` updates it), then the project itself.
+stamp=.venv/.installed-$(cat pyproject.toml requirements/dev.txt | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  echo "[bootstrap] installing Python dependencies"
-  .venv/bin/pip install -q --disable-pip-version-check -e '.[test,bench]'
+  echo "[bootstrap] installing Python dependencies (requirements/dev.txt)"
+  .venv/bin/pip install -q --disable-pip-version-check --require-hashes -r requirements/dev.txt
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps -e .
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
