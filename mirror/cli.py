@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.metadata
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,11 @@ async def _plugin(args: argparse.Namespace) -> int:
         await target.manager.close()
 
 
+def config_schema_json() -> str:
+    """The config file's JSON Schema, keyed as the YAML is written (camelCase)."""
+    return json.dumps(Config.model_json_schema(by_alias=True), indent=2, sort_keys=True)
+
+
 def package_version() -> str:
     """The installed package's version (the image and the Helm chart carry the same one)."""
     try:
@@ -157,12 +163,16 @@ def main(argv: list[str] | None = None, prog: str = "jobmirror") -> int:
         run.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
         chk = sub.add_parser("check-config", help="validate the config file and every kubeconfig in it")
         chk.add_argument("config", type=Path)
+        sub.add_parser("config-schema", help="print the config file's JSON Schema (for editors and linters)")
     _plugin_parser(sub)
     args = p.parse_args(argv)
     setup_logging_from(args)
     try:
         if args.verb in ("status", "describe", "logs"):
             return asyncio.run(_plugin(args))
+        if args.verb == "config-schema":
+            print(config_schema_json())
+            return 0
         cfg = load_config(args.config)
         if args.verb == "check-config":
             print(f"{args.config}: configuration valid ({len(cfg.workers)} workers); checking clusters:")

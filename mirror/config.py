@@ -45,13 +45,16 @@ class _Model(BaseModel):
 
 
 class Worker(_Model):
-    name: str
-    kubeconfig: Path
-    context: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
-    #: Per-worker client limits. High defaults: MultiKueue's 5/10 made 1000 Jobs take minutes.
-    qps: float = 200.0
-    burst: int = 400
+    name: str = Field(description="The worker's name (a DNS label): in events, the `worker` label of metrics and "
+                      "the placement annotation `jobmirror.dev/cluster`.")
+    kubeconfig: Path = Field(description="Kubeconfig of the worker cluster (a relative path is relative to the "
+                             "config file).")
+    context: str | None = Field(None, description="Context in that kubeconfig; unset = its current-context.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Labels a Job's "
+                                   "`jobmirror.dev/worker-selector` annotation is matched against.")
+    # High defaults: MultiKueue's 5/10 made 1000 Jobs take minutes.
+    qps: float = Field(200.0, description="Requests per second of the client to this worker.")
+    burst: int = Field(400, description="Burst of the client to this worker.")
 
     @field_validator("name")
     @classmethod
@@ -78,20 +81,23 @@ class MissingNamespace(StrEnum):
 class InspectTLS(_Model):
     """A mounted serving certificate for the inspect API (unset: one is generated at start)."""
 
-    cert_file: Path
-    key_file: Path
+    cert_file: Path = Field(description="PEM certificate (chain) the inspect API serves.")
+    key_file: Path = Field(description="Its PEM private key.")
 
 
 class LeaderElection(_Model):
-    enabled: bool = False
-    namespace: str = "jobmirror-system"
-    lease_name: str = "jobmirror-controller"
+    enabled: bool = Field(default=False, description="Elect a leader through a Lease (run 2 replicas with it); only the "
+                          "leader reconciles.")
+    namespace: str = Field(default="jobmirror-system", description="Namespace of the Lease in the manager cluster.")
+    lease_name: str = Field(default="jobmirror-controller", description="Name of the Lease.")
     # Whole seconds of at least 1: leaseDurationSeconds is an integer on the Lease.
-    #: ≥ renewDeadline + requestTimeout (checked with the whole config): a write sent just before
-    #: a lost renewal can land up to requestTimeout later, and must land before a standby leads.
-    lease_duration: Annotated[int, Field(ge=1)] = 20
-    renew_deadline: Annotated[int, Field(ge=1)] = 10
-    retry_period: Annotated[int, Field(ge=1)] = 2
+    lease_duration: Annotated[int, Field(ge=1)] = Field(default=20, description=(
+        "Seconds a standby waits after it last saw the Lease change before it takes it; at least "
+        "renewDeadline + requestTimeout, so a write sent just before a lost renewal has landed before a "
+        "standby leads."))
+    renew_deadline: Annotated[int, Field(ge=1)] = Field(default=10, description=(
+        "Seconds a leader may go without a successful renewal; then it stops leading and exits."))
+    retry_period: Annotated[int, Field(ge=1)] = Field(default=2, description="Seconds between Lease renewals and attempts.")
 
     @model_validator(mode="after")
     def _timings(self) -> LeaderElection:
@@ -152,62 +158,74 @@ class Config(BaseSettings):
         extra="forbid",
     )
 
-    workers: list[Worker]
-    #: Kubeconfig of the manager cluster; unset = in-cluster service account.
-    manager_kubeconfig: Path | None = None
-    manager_context: str | None = None
-    controller_name: str = DEFAULT_CONTROLLER_NAME
-    #: Identifies this manager on remote copies so several managers can share a worker.
-    #: Unset: ``jobmirror-<kube-system namespace UID of the manager>`` (see naming.default_origin).
-    origin: str | None = None
-    namespaces: list[str] = Field(default_factory=list, description="allow-list; empty = all namespaces")
-    resync_period: float = Field(30.0, gt=0)
-    worker_lost_timeout: float = Field(900.0, gt=0)
-    gc_interval: float = Field(60.0, gt=0)
-    placement: PlacementPolicy = PlacementPolicy.ROOM_AWARE
-    keep_finished_remote: bool = False
-    missing_namespace: MissingNamespace = MissingNamespace.CREATE
-    #: Namespaces (names or shell patterns, ``team-*``) the controller may create or use on
-    #: workers; a claimed Job elsewhere gets no copy (event NamespaceNotAllowed). Empty = any.
-    worker_namespaces: list[str] = Field(default_factory=list)
-    #: Label keys (or patterns) copied from the manager namespace to a worker namespace the
-    #: controller creates, beside Pod Security's, which always are (mirror/tenancy.py).
-    namespace_labels: list[str] = Field(default_factory=list)
-    #: Labels of a created worker namespace where the manager namespace has none of that key:
-    #: no unlabelled (privileged) namespace by default. ``{}`` restores the bare namespace.
+    workers: list[Worker] = Field(description="The worker clusters Jobs are mirrored to: at least one, names unique.")
+    manager_kubeconfig: Path | None = Field(None, description="Kubeconfig of the manager cluster; unset = the "
+                                            "in-cluster ServiceAccount.")
+    manager_context: str | None = Field(None, description="Context in the manager kubeconfig; unset = its "
+                                        "current-context.")
+    controller_name: str = Field(DEFAULT_CONTROLLER_NAME, description="The `spec.managedBy` value whose Jobs this "
+                                 "installation claims (a domain-prefixed path; never the built-in Job controller's).")
+    origin: str | None = Field(None, description=(
+        "Identifies this installation on the copies it makes, so several managers can share a worker; unset = "
+        "`jobmirror-<kube-system namespace UID of the manager>`. Several installations on one manager cluster "
+        "need distinct origins."))
+    namespaces: list[str] = Field(default_factory=list, description="Allow-list of manager namespaces whose Jobs "
+                                  "are claimed; empty = all namespaces.")
+    resync_period: float = Field(30.0, gt=0, description="Seconds between two looks at every claimed Job "
+                                 "(status is also mirrored on every worker watch event).")
+    worker_lost_timeout: float = Field(900.0, gt=0, description=(
+        "Seconds a worker may be unreachable (or unconfigured) before its Jobs are re-dispatched (or, if already "
+        "decided, finished) and deleted Jobs waiting on it release their finalizer."))
+    gc_interval: float = Field(60.0, gt=0, description="Seconds between GC rounds, which delete copies of this "
+                               "origin whose manager Job is gone or placed elsewhere.")
+    placement: PlacementPolicy = Field(PlacementPolicy.ROOM_AWARE, description=(
+        "How a worker is chosen: RoomAware (where the Job's pods fit now, watching each worker's Nodes and "
+        "Pods; then the least loaded), LeastLoaded (fewest unfinished copies, room unseen) or RoundRobin."))
+    keep_finished_remote: bool = Field(False, description="Keep a finished Job's copy on its worker instead of "
+                                       "deleting it (and its pods).")
+    missing_namespace: MissingNamespace = Field(MissingNamespace.CREATE, description=(
+        "The Job's namespace is missing on the worker: Create it (with the manager namespace's Pod Security "
+        "labels), or Report it as a NamespaceMissing event."))
+    worker_namespaces: list[str] = Field(default_factory=list, description=(
+        "Namespaces (names or shell patterns, `team-*`) the controller may create or use on workers; a claimed "
+        "Job elsewhere gets no copy (event NamespaceNotAllowed). Empty = any."))
+    namespace_labels: list[str] = Field(default_factory=list, description=(
+        "Label keys (or patterns) copied from the manager namespace to a worker namespace the controller "
+        "creates, beside Pod Security's, which always are."))
     created_namespace_labels: dict[str, str] = Field(
-        default_factory=lambda: {"pod-security.kubernetes.io/enforce": "baseline"})
-    qps: float = 200.0
-    burst: int = 400
-    request_timeout: float = Field(10.0, gt=0)
-    health_probe_interval: float = Field(5.0, gt=0)
-    #: A worker call (or probe) slower than this makes the worker *slow* for a minute: new Jobs
-    #: go elsewhere when they can, and its calls share a quarter of the reconcile slots with the
-    #: other slow workers' (mirror/workers.py).
-    slow_call_seconds: float = Field(3.0, gt=0)
-    workers_concurrency: int = Field(32, ge=1)
-    metrics_address: str = ":8080"
-    #: Mirror the Warning events of copies and their pods onto the manager objects (needs
-    #: events list/watch and pods get in the workers, see deploy/worker/).
-    worker_events: bool = True
-    #: A copy whose pod stays unschedulable this long gets a CopyUnschedulable event.
-    unschedulable_timeout: float = Field(300.0, gt=0)
-    #: Read-only HTTP API for ``kubectl jobmirror describe/logs`` by users without worker
-    #: credentials (each request authenticated by TokenReview, authorized by a
-    #: SubjectAccessReview on the manager Job); empty = off.
-    inspect_address: str = ""
-    #: The inspect API always serves HTTPS (users' tokens cross the Pod network); these name a
-    #: mounted certificate, else a self-signed one is made at start (the service proxy does
-    #: not verify it — encryption is what the hop needs).
-    inspect_tls: InspectTLS | None = None
-    #: Open ``logs`` streams at once, in total and per user: past the cap a user gets 429, so
-    #: no user can take the connections the controller's own reads to that worker need.
-    inspect_max_streams: int = Field(32, ge=1)
-    inspect_max_streams_per_user: int = Field(4, ge=1)
-    #: A log stream whose reader takes longer than this to accept a chunk is cut (a stalled
-    #: reader would hold a worker connection for ever).
-    inspect_write_timeout: float = Field(30.0, gt=0)
-    leader_election: LeaderElection = Field(default_factory=LeaderElection)
+        default_factory=lambda: {"pod-security.kubernetes.io/enforce": "baseline"}, description=(
+            "Labels of a created worker namespace where the manager namespace has none of that key: no "
+            "unlabelled (privileged) namespace by default. `{}` restores the bare namespace."))
+    qps: float = Field(200.0, description="Requests per second of the client to the manager cluster.")
+    burst: int = Field(400, description="Burst of the client to the manager cluster.")
+    request_timeout: float = Field(10.0, gt=0, description="Seconds any one API request may take.")
+    health_probe_interval: float = Field(5.0, gt=0, description="Seconds between two `/readyz` probes of each "
+                                         "worker.")
+    slow_call_seconds: float = Field(3.0, gt=0, description=(
+        "A worker call (or probe) slower than this makes the worker slow for a minute: new Jobs go elsewhere "
+        "when they can, and its calls share a quarter of the reconcile slots with the other slow workers'."))
+    workers_concurrency: int = Field(32, ge=1, description="Reconcile slots: manager Jobs reconciled at once.")
+    metrics_address: str = Field(":8080", description="host:port serving `/healthz`, `/readyz` and `/metrics`.")
+    worker_events: bool = Field(True, description=(
+        "Mirror the Warning events of copies and their pods onto the manager Jobs (needs events list/watch and "
+        "pods get in the workers, see deploy/worker/)."))
+    unschedulable_timeout: float = Field(300.0, gt=0, description=(
+        "Seconds a copy's pod may stay unschedulable before a CopyUnschedulable event (and, with RoomAware, "
+        "an unpinned copy that never started is moved)."))
+    inspect_address: str = Field("", description=(
+        "host:port of the read-only HTTPS inspect API behind `kubectl jobmirror describe/logs` for users "
+        "without worker credentials (TokenReview, then a SubjectAccessReview on the Job); empty = off."))
+    inspect_tls: InspectTLS | None = Field(None, description=(
+        "A mounted serving certificate for the inspect API; unset = a self-signed one is made at start (the "
+        "service proxy does not verify it: encryption is what the hop needs)."))
+    inspect_max_streams: int = Field(32, ge=1, description=(
+        "Open `logs` streams at once in total; past it a user gets 429, so no user can take the connections "
+        "the controller's own reads need."))
+    inspect_max_streams_per_user: int = Field(4, ge=1, description="Open `logs` streams at once per user.")
+    inspect_write_timeout: float = Field(30.0, gt=0, description=(
+        "Seconds a log stream's reader may take to accept a chunk before the stream is cut."))
+    leader_election: LeaderElection = Field(default_factory=LeaderElection, description=(
+        "Lease-based leader election (enable it with 2 replicas)."))
 
     @field_validator("controller_name")
     @classmethod
