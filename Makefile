@@ -33,10 +33,10 @@ e2e-kind:
 
 # The docs site (mkdocs.yml, docs/): regenerate the references from the code, build strictly into site/.
 docs:
-	bash scripts/bootstrap.sh --python-only && .venv/bin/python -m mirror.docs && .venv/bin/mkdocs build --strict
+	bash scripts/bootstrap.sh --python-only && .venv/bin/python -m mirror.docs && NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
 
 docs-serve:
-	bash scripts/bootstrap.sh --python-only && .venv/bin/mkdocs serve
+	bash scripts/bootstrap.sh --python-only && NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve
 
 # Re-resolve requirements/*.txt from pyproject.toml (hashed; ARGS="--upgrade" or "--upgrade-package X").
 lock:

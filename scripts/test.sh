@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite: static checks, unit, integration, conformance, chaos and e2e tiers
+# The whole test suite: static checks, the docs site, unit, integration, conformance, chaos and e2e tiers
 # against real kube-apiservers (local control planes), then the kind tier: the e2e suite
 # again on kind clusters with the controller deployed as a Deployment and real containers.
 # Tests start (and stop) every cluster and engine they use; nothing is left running.
@@ -55,6 +55,16 @@ echo "[test] ruff"
 echo "[test] mypy"
 .venv/bin/mypy
 phase "lint (ruff, mypy)" "$t"
+
+t=$SECONDS
+# The docs site, strictly: a broken link, a missing page or an unlisted page fails the run. That
+# the generated references (docs/reference/) match the code is a unit test (test_docs_reference.py).
+echo "[test] mkdocs build --strict"
+docs_out=$(mktemp -d "${TMPDIR:-/tmp}/jobmirror-site.XXXXXX")
+# Not --quiet: it hides the warnings that --strict counts, and the build would pass.
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$docs_out"
+rm -rf "$docs_out"
+phase "docs (mkdocs build --strict)" "$t"
 
 rc=0
 krc=0
