@@ -86,8 +86,8 @@ class InspectTLS(_Model):
 
 
 class LeaderElection(_Model):
-    enabled: bool = Field(default=False, description="Elect a leader through a Lease (run 2 replicas with it); only the "
-                          "leader reconciles.")
+    enabled: bool = Field(default=False, description="Elect a leader through a Lease (run 2 replicas with it); "
+                          "only the leader reconciles.")
     namespace: str = Field(default="jobmirror-system", description="Namespace of the Lease in the manager cluster.")
     lease_name: str = Field(default="jobmirror-controller", description="Name of the Lease.")
     # Whole seconds of at least 1: leaseDurationSeconds is an integer on the Lease.
@@ -97,7 +97,8 @@ class LeaderElection(_Model):
         "standby leads."))
     renew_deadline: Annotated[int, Field(ge=1)] = Field(default=10, description=(
         "Seconds a leader may go without a successful renewal; then it stops leading and exits."))
-    retry_period: Annotated[int, Field(ge=1)] = Field(default=2, description="Seconds between Lease renewals and attempts.")
+    retry_period: Annotated[int, Field(ge=1)] = Field(default=2, description=(
+        "Seconds between Lease renewals and attempts."))
 
     @model_validator(mode="after")
     def _timings(self) -> LeaderElection:
