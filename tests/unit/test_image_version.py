@@ -17,7 +17,7 @@ def test_the_image_takes_its_version_from_the_package() -> None:
     assert "pip install --no-cache-dir --no-deps ." in dockerfile
     assert "jobmirror --version" in dockerfile, "the build should print the version it installed"
     spelled = [line for line in dockerfile.splitlines()
-               if not line.lstrip().startswith("#") and re.search(r"version\S*\s*=\s*\"?\d", line, re.I)]
+               if not line.lstrip().startswith("#") and re.search(r"\bversion\s*=\s*\"?\d", line, re.I)]
     assert not spelled, f"a version spelled in the Dockerfile would drift from pyproject.toml: {spelled}"
 
 
