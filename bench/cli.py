@@ -1,4 +1,4 @@
-"""``python -m bench [all|mirror|builtin|compare|ab|chaos|behaviour|plot] [flags]`` — see bench/README.md."""
+"""``python -m bench [all|mirror|builtin|compare|placement|ab|chaos|behaviour|plot] [flags]`` — see bench/README.md."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -90,6 +91,23 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--cleanup-timeout", type=float, default=60.0, help="seconds to wait for remote copies to go")
     k.add_argument("--idle-window", type=float, default=5.0,
                    help="seconds of idle API-server traffic measured before each run (subtracted per Job)")
+    pc = sub.add_parser("placement", help="placement policies side by side on one unequal bed, beside the lower "
+                                          "bound, and the room views' memory (bench/placement.py)")
+    pc.add_argument("--jobs", type=int, default=300, help="Jobs per policy (default 300; at least 4)")
+    pc.add_argument("--seed", type=int, default=None, help="workload seed (default 21, printed)")
+    pc.add_argument("--memory-pods", type=int, default=20000,
+                    help="non-terminal pods per worker for the memory part (default 20000; 0 skips it)")
+    pc.add_argument("--memory-workers", type=int, default=2, help="workers of the memory part (default 2)")
+    pc.add_argument("--memory-settle", type=float, default=5.0,
+                    help="seconds between a memory-part controller being synced and its RSS reading (default 5)")
+    pc.add_argument("--timeout", type=float, default=None,
+                    help="seconds per policy (default 3 x the lower bound + 120)")
+    pc.add_argument("--duration-scale", type=float, default=1.0,
+                    help="multiply every pod's run time (default 1; the CI smoke runs shorter pods)")
+    pc.add_argument("--policies", default=",".join(("RoomAware", "LeastLoaded")),
+                    help="comma-separated, in run order (default RoomAware,LeastLoaded)")
+    pc.add_argument("--out", type=Path, default=REPO / "results", help="results directory (default: results/)")
+    pc.add_argument("--name", default="placement", help="base name of the JSON/PNG (default: placement)")
     bh = sub.add_parser("behaviour", help="the Job catalogue through jobmirror and MultiKueue, side by side")
     bh.add_argument("--out", type=Path, default=REPO / "results")
     bh.add_argument("--systems", default="jobmirror,multikueue", help="comma-separated: jobmirror,multikueue")
@@ -120,6 +138,8 @@ def _write(result: dict[str, Any], out: Path, name: str) -> tuple[Path, Path]:
         plot.plot_chaos(result, png)
     elif result["benchmark"] == "compare":
         plot.plot_compare(result, png)
+    elif result["benchmark"] == "placement":
+        plot.plot_placement(result, png)
     else:
         plot.plot_builtin(result, png)
     return jpath, png
@@ -217,6 +237,33 @@ async def _compare(args: argparse.Namespace) -> tuple[Path, Path]:
     return paths
 
 
+async def _placement(args: argparse.Namespace) -> int:
+    from bench import placement
+    from bench.env import say
+
+    if args.jobs < len(placement.KINDS) or args.memory_pods < 0 or args.memory_workers < 1:
+        say(f"--jobs must be at least {len(placement.KINDS)}, --memory-pods at least 0, --memory-workers at least 1")
+        return 2
+    opts = placement.PlacementOptions(
+        out=args.out, jobs=args.jobs, seed=placement.DEFAULT_SEED if args.seed is None else args.seed,
+        memory_pods=args.memory_pods, memory_workers=args.memory_workers, timeout=args.timeout,
+        duration_scale=args.duration_scale, memory_settle=args.memory_settle,
+        policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()))
+    # SIGTERM as Ctrl-C: cancelled, the run's finally blocks stop its controllers and delete its clusters
+    task = asyncio.current_task()
+    if task is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    result = await placement.run(opts)
+    paths = _write(result, args.out, args.name)
+    print(placement.markdown_table(result))
+    say(f"wrote {paths[0]} and {paths[1]}")
+    failed = [k for k, r in result["policies"].items() if "error" in r] + (
+        ["memory"] if "error" in (result.get("memory") or {}) else [])
+    if failed:
+        say(f"FAILED: {', '.join(failed)} (see the JSON)")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
@@ -227,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
 
         result = json.loads(args.json.read_text())
         png = args.json.with_suffix(".png")
-        {"mirror": plot.plot_mirror, "chaos": plot.plot_chaos, "compare": plot.plot_compare}.get(
+        {"mirror": plot.plot_mirror, "chaos": plot.plot_chaos, "compare": plot.plot_compare,
+         "placement": plot.plot_placement}.get(
             result["benchmark"], plot.plot_builtin)(result, png)
         print(png)
         return 0
@@ -250,6 +298,17 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     if args.cmd == "chaos":
         return asyncio.run(_chaos(args))
+    if args.cmd == "placement":
+        from bench.env import say
+
+        try:
+            rc = asyncio.run(_placement(args))
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            say("placement: interrupted; its controllers were stopped and its clusters deleted")
+            return 130
+
+        say(f"done in {time.monotonic() - started:.0f}s")
+        return rc
     if args.cmd in ("all", "mirror"):
         asyncio.run(_mirror(args))
     if args.cmd in ("all", "builtin"):

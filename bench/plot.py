@@ -285,3 +285,87 @@ def compare_title(result: dict[str, Any]) -> str:
         if name not in names:
             names.append(name)
     return f"{' vs '.join(names) or 'nothing ran'} — manager + 2 kwok workers; shared 2-core machine"
+
+
+PLACEMENT_COLORS = {"RoomAware": "tab:green", "LeastLoaded": "tab:red", "RoundRobin": "tab:purple"}
+
+
+def plot_placement(result: dict[str, Any], path: Path) -> Path:
+    """Per policy: makespan beside the lower bound, the CDF of Job time-to-start (over all Jobs, so
+    Jobs that never started keep a curve below 1), Jobs Complete over time; and the memory part."""
+    ran = {k: r for k, r in result["policies"].items() if "error" not in r}
+    mem = result.get("memory") or {}
+    has_mem = bool(mem.get("policies"))
+    n = result["workload"]["jobs"]
+    bound = (result.get("lowerBound") or {}).get("seconds")
+    fig, axes = plt.subplots(1, 4 if has_mem else 3, figsize=(24 if has_mem else 19, 5.2), squeeze=False)
+    ax, ax2, ax3 = axes[0][:3]
+    names = [*ran, "lower bound"]
+    for i, (policy, r) in enumerate(ran.items()):
+        color = PLACEMENT_COLORS.get(policy, "tab:blue")
+        if r["finished"]:
+            b = ax.bar(i, r["makespanSeconds"], color=color)
+            ax.bar_label(b, labels=[f"{r['makespanSeconds']} s"], fontsize=8)
+        else:
+            b = ax.bar(i, r["runSeconds"], color="white", edgecolor=color, hatch="//")
+            why = "timed out" if r.get("stopReason") == "timeout" else "stuck for good"
+            ax.bar_label(b, labels=[f"did not finish\n{r['completed']}/{n} Complete\n{why} at {r['runSeconds']} s"],
+                         fontsize=8)
+    if bound is not None:
+        b = ax.bar(len(ran), bound, color="gray")
+        ax.bar_label(b, labels=[f"{bound} s"], fontsize=8)
+        ax.axhline(bound, color="gray", ls=":", lw=1)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("seconds, first create → last Job Complete")
+    ax.set_title(f"makespan, {n} Jobs (lower bound: {(result.get('lowerBound') or {}).get('binding')})", fontsize=9)
+    ax.margins(y=0.2)
+    for policy, r in ran.items():
+        color = PLACEMENT_COLORS.get(policy, "tab:blue")
+        tts = sorted(x["timeToStart"] for x in r["perJob"] if x["timeToStart"] is not None)
+        if tts:
+            ax2.step(tts, [(i + 1) / n for i in range(len(tts))], where="post", color=color,
+                     label=f"{policy}: {len(tts)}/{n} started, stuck > 60 s: {r['stuckOver60s']}")
+        placed = r.get("placedSeconds") or []
+        ax3.plot(placed, range(1, len(placed) + 1), color=color, ls=":", lw=1)
+        done = r.get("completeSeconds") or []
+        ax3.plot(done, range(1, len(done) + 1), color=color,
+                 label=f"{policy}: {len(done)}/{n}, never-fit {r['neverFit']}, pending pod-s "
+                       f"{r['pendingPodSeconds']:.0f}")
+    r_after = float(next((r.get("stuckAfterSeconds") for r in ran.values()), None) or 60)
+    ax2.axvline(r_after, color="gray", ls=":", lw=1)
+    ax2.set_xlabel("seconds, manager Job created → its first pod running (object timestamps, 1 s)")
+    ax2.set_ylabel("fraction of all Jobs")
+    ax2.set_ylim(0, 1.02)
+    ax2.set_title(f"time to start (dotted: {r_after:.0f} s)", fontsize=9)
+    ax2.grid(alpha=0.3)
+    ax2.legend(fontsize=7, loc="lower right")
+    if bound is not None:
+        ax3.axvline(bound, color="gray", ls=":", lw=1, label=f"lower bound {bound} s")
+    ax3.set_xlabel("seconds since the first create")
+    ax3.set_ylabel("manager Jobs Complete")
+    ax3.set_title("Jobs Complete (solid) and placed (dotted) over time", fontsize=9)
+    ax3.grid(alpha=0.3)
+    ax3.legend(fontsize=7, loc="lower right")
+    if has_mem:
+        ax4 = axes[0][3]
+        pols = list(mem["policies"])
+        rss = [mem["policies"][p]["rssMiB"] or 0 for p in pols]
+        peak = [mem["policies"][p]["peakRssMiB"] or 0 for p in pols]
+        xs = range(len(pols))
+        for vals, off, label, alpha in ((rss, -0.2, "RSS after sync", 1.0), (peak, 0.2, "peak RSS", 0.45)):
+            b = ax4.bar([x + off for x in xs], vals, 0.4, label=label, alpha=alpha,
+                        color=[PLACEMENT_COLORS.get(p, "tab:blue") for p in pols])
+            ax4.bar_label(b, fmt="%.0f", fontsize=8)
+        ax4.set_xticks(list(xs), pols)
+        ax4.set_ylabel("controller MiB")
+        ax4.legend(fontsize=7)
+        ax4.set_title(f"{mem['podsPerWorker']} non-terminal pods x {len(mem['workers'])} workers: room views "
+                      f"{mem.get('bytesPerPod')} B/pod (peak {mem.get('peakBytesPerPod')})", fontsize=9)
+    what = " vs ".join([*ran, "the lower bound"] if bound is not None else list(ran)) or "nothing ran"
+    fig.suptitle(f"placement: {what} — {n} Jobs, manager + 2 unequal kwok workers (seed {result.get('seed')})"
+                 + ("; controller memory with room views" if has_mem else ""), fontsize=12)
+    _footer(fig, result)
+    fig.tight_layout(rect=(0, 0.03, 1, 0.95))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
