@@ -95,8 +95,9 @@ async def test_quota_refusing_the_copys_pods_is_told_on_the_manager_job(client_f
 
 async def test_unschedulable_copy_is_told_then_flagged_after_the_timeout(client_for: ClientFor, cluster: ClusterFn,
                                                                        ns: str, tmp_path: Path) -> None:
-    """FailedScheduling mirrored; CopyUnschedulable after unschedulableTimeout; describe shows it all"""
-    async with mirror_env(client_for, cluster, ns, unschedulable_timeout=3.0) as env:
+    """FailedScheduling mirrored; CopyUnschedulable after unschedulableTimeout; describe shows it all
+    (placement LeastLoaded, which does not see room: RoomAware would keep this Job in the manager)"""
+    async with mirror_env(client_for, cluster, ns, unschedulable_timeout=3.0, placement="LeastLoaded") as env:
         await env.start()
         job = make_job("too-big", outcome="hang")
         job["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1000"}}
