@@ -159,7 +159,20 @@ class MirrorController:
                                                               on_stuck=self._stuck_handler(kind))
             self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
                                                      policy_for(cfg.placement.value), manager_cluster=manager_id,
-                                                     rooms=self.rooms)
+                                                     rooms=self.rooms, wake=self._waker(kind))
+        for room in self.rooms.values():
+            room.on_room = self._room_appeared
+
+    def _waker(self, kind: MirroredKind) -> Callable[[list[str]], None]:
+        def wake(keys: list[str]) -> None:
+            for key in keys:
+                self.queue.add(QueueKey(kind.name, key))
+        return wake
+
+    def _room_appeared(self, worker: str) -> None:
+        """A bound pod left ``worker`` or one of its nodes changed: the Jobs first in line for it look again."""
+        for reconciler in self.reconcilers.values():
+            reconciler.wake_heads([worker])
 
     def _stuck_handler(self, kind: MirroredKind) -> Callable[[Obj, str, str], None]:
         """A copy's pods stayed unschedulable past the timeout: its reconciler may move it (next pass)."""

@@ -9,7 +9,7 @@ first narrows the candidates by the room each worker's nodes have for the Job's 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -63,6 +63,19 @@ class Waiting:
     #: (creationTimestamp, uid): older first, the uid breaks ties
     order: tuple[str, str]
     could: frozenset[str]
+    #: its namespace/name, to look at it again when room appears
+    key: str = ""
+
+
+def heads(waiting: Mapping[str, Waiting], workers: Iterable[str]) -> list[str]:
+    """Per worker of ``workers``, the uid of the oldest Job waiting for it: the only one that may
+    take room appearing there (first come, first placed), so the one to look at again at once."""
+    out: list[str] = []
+    for w in sorted(set(workers)):
+        first = min((u for u, x in waiting.items() if w in x.could), key=lambda u: waiting[u].order, default=None)
+        if first is not None and first not in out:
+            out.append(first)
+    return out
 
 
 def _candidates(workers: Sequence[WorkerView], pinned: str | None) -> list[WorkerView]:

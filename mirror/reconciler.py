@@ -13,9 +13,10 @@ created, so a restart finds the same worker and never creates a second copy else
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TypeVar
@@ -27,7 +28,7 @@ from kruntime.client import ApiError, ClusterClient
 from kruntime.events import ObjectEvents
 from kruntime.informer import ObjectCache
 from kruntime.ownwrites import OwnWrites
-from kruntime.resources import NAMESPACES, PODS, Obj
+from kruntime.resources import NAMESPACES, PODS, Obj, key_of
 from mirror import metrics, tenancy
 from mirror.config import Config, MissingNamespace
 from mirror.decisions import (
@@ -94,6 +95,7 @@ from mirror.placement import (
     WaitingForRoom,
     WorkerView,
     explain,
+    heads,
     narrow_by_room,
     select_by_labels,
 )
@@ -180,6 +182,9 @@ class Reconciler:
     now: Callable[[], datetime] = utcnow
     #: per worker, its room (placement RoomAware only; empty otherwise)
     rooms: Mapping[str, RoomView] = field(default_factory=dict)
+    #: puts manager objects (namespace/name) on the work queue: a Job waiting for room is looked
+    #: at again as soon as room may be there, not only at its next re-check
+    wake: Callable[[list[str]], None] | None = None
 
     def __post_init__(self) -> None:
         self.resource = self.kind.resource
@@ -424,7 +429,7 @@ class Reconciler:
             try:
                 views = narrow_by_room(views, fits, pin, order=order, waiting=self._waiting)
             except WaitingForRoom as wait:
-                self._waiting[uid] = Waiting(order, wait.could)
+                self._waiting[uid] = Waiting(order, wait.could, key_of(job))
                 metrics.JOBS_WAITING_FOR_ROOM.set(len(self._waiting))
                 raise
             self._stop_waiting(uid)
@@ -482,13 +487,26 @@ class Reconciler:
         remote_name = derived_remote_name(name, self.origin) if self.workers[chosen].is_manager else name
         uid = job["metadata"]["uid"]
         # Count it against the worker now: concurrent passes placing a burst of Jobs must
-        # see each other's choices, or they all pick the same least-loaded worker.
+        # see each other's choices, or they all pick the same least-loaded worker — and, with
+        # room views, the room its pods will take until the scheduler has bound them.
         self._pending[chosen].add(uid)
+        room = self.rooms.get(chosen)
+        if room is not None:
+            self._reserve(room, job, remote_name)
         try:
             return await self._record_placement(job, chosen, remote_name, choice.why)
         except BaseException:
             self._pending[chosen].discard(uid)
+            if room is not None:
+                room.release(uid)
             raise
+
+    @staticmethod
+    def _reserve(room: RoomView, job: Obj, remote_name: str) -> None:
+        spec = job.get("spec") or {}
+        with contextlib.suppress(ValueError):  # a quantity the fit cannot read: nothing to hold
+            room.reserve(job["metadata"]["uid"], job["metadata"]["namespace"], remote_name,
+                         shape_of_template(spec.get("template") or {}), pods_wanted(spec))
 
     async def _record_placement(self, job: Obj, worker: str, remote_name: str, why: str) -> tuple[Obj, Placement]:
         """One write records the placement and, if missing, the finalizer (resourceVersion precondition)."""
@@ -985,8 +1003,16 @@ class Reconciler:
         self._stop_waiting(uid)
 
     def _stop_waiting(self, uid: str) -> None:
-        if self._waiting.pop(uid, None) is not None:
+        gone = self._waiting.pop(uid, None)
+        if gone is not None:
             metrics.JOBS_WAITING_FOR_ROOM.set(len(self._waiting))
+            self.wake_heads(gone.could)  # it held these workers against the Jobs behind it
+
+    def wake_heads(self, workers: Iterable[str]) -> None:
+        """Look again at once at the oldest Job waiting for each of ``workers`` (room may be there)."""
+        keys = [self._waiting[u].key for u in heads(self._waiting, workers)]
+        if keys and self.wake is not None:
+            self.wake(keys)
 
     async def _write_status(self, job: Obj, desired: Obj, *, from_copy: bool) -> Obj:
         """Write ``desired`` (the plan computed it); ``from_copy``: it mirrors a copy's status change,

@@ -9,16 +9,17 @@ from the watch events, so asking for a Job's fit costs the nodes, not the pods.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kruntime.client import ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import NODES, PODS, Obj
 from mirror import metrics
-from mirror.room.fit import NodeRoom, WorkerFit, node_room, worker_fit
+from mirror.room.fit import NodeRoom, WorkerFit, node_room, pods_fitting_now, worker_fit
 from mirror.room.quantity import show
 from mirror.room.requests import PODS as POD_SLOTS
 from mirror.room.requests import HostPort, PodShape, host_ports, pod_requests
@@ -27,10 +28,16 @@ from mirror.room.requests import HostPort, PodShape, host_ports, pod_requests
 NOT_TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
 
 
+#: the label the Job controller puts on a Job's pods: how a reservation recognises its pods
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
 def slim_pod(pod: Obj) -> Obj:
-    """What the room view keeps of a pod: its identity, node, effective requests and host ports."""
+    """What the room view keeps of a pod: its identity, node, effective requests and host ports,
+    and the Job it belongs to (to release that Job's reservation as its pods are bound)."""
     md, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     return {"metadata": {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in md},
+            "job": (md.get("labels") or {}).get(JOB_NAME_LABEL, ""),
             "nodeName": spec.get("nodeName") or "",
             "requests": pod_requests(spec),
             "ports": sorted((p.protocol, p.port, p.ip) for p in host_ports(spec))}
@@ -43,6 +50,12 @@ def slim_node(node: Obj) -> Obj:
     return {"metadata": {k: md[k] for k in ("name", "uid", "resourceVersion", "labels") if k in md},
             "spec": {k: spec[k] for k in ("taints", "unschedulable") if k in spec},
             "status": {"allocatable": st.get("allocatable") or st.get("capacity") or {}, "conditions": ready}}
+
+
+def _node_facts(node: Obj) -> tuple[Any, ...]:
+    """What the fit reads of a slim node (its resourceVersion changes on every heartbeat)."""
+    md = node.get("metadata") or {}
+    return md.get("labels"), node.get("spec"), node.get("status")
 
 
 def room_totals(rooms: Sequence[NodeRoom]) -> dict[str, dict[str, int]]:
@@ -77,6 +90,42 @@ class _NodeLoad:
         self.ports.update({HostPort(proto, port, ip): sign for proto, port, ip in pod["ports"]})
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """Room promised to a copy just placed on the worker, until its pods are bound to nodes.
+
+    Between the placement and the scheduler binding the copy's pods, the nodes look as free as
+    before; without it, a backlog placed in one burst would all go to the first roomy worker.
+    """
+
+    namespace: str
+    #: the copy's name on the worker (its pods carry it in batch.kubernetes.io/job-name)
+    job: str
+    shape: PodShape
+    pods: int
+    #: monotonic time after which an unbound pod is the scheduler's business, not ours
+    until: float
+
+
+def with_reservations(rooms: Sequence[NodeRoom], reservations: Iterable[Reservation],
+                      bound: Mapping[tuple[str, str], int]) -> list[NodeRoom]:
+    """``rooms`` with the pods of each reservation not bound yet (``bound`` by namespace and Job)
+    taken from the first nodes where they fit now, as the scheduler would most likely put them."""
+    out = list(rooms)
+    for r in reservations:
+        left = r.pods - bound.get((r.namespace, r.job), 0)
+        for i, room in enumerate(out):
+            if left <= 0:
+                break
+            n = pods_fitting_now(r.shape, room, left)
+            if n:
+                requested = Counter(room.requested)
+                requested.update({k: v * n for k, v in r.shape.requests.items()})
+                out[i] = replace(room, requested=dict(requested), pod_count=room.pod_count + n)
+                left -= n
+    return out
+
+
 class Loads:
     """What the non-terminal pods of a worker take from its nodes, kept pod by pod (pure)."""
 
@@ -84,6 +133,8 @@ class Loads:
         self._by_node: dict[str, _NodeLoad] = {}
         #: non-terminal pods not bound to a node yet
         self.pending = 0
+        #: bound non-terminal pods per (namespace, Job name): what a reservation no longer holds
+        self.bound: Counter[tuple[str, str]] = Counter()
 
     def count(self, pod: Obj | None, sign: int) -> None:
         """Add (``sign`` 1) or take back (-1) one pod, as :func:`slim_pod` cut it."""
@@ -94,6 +145,11 @@ class Loads:
             self.pending += sign
             return
         self._by_node.setdefault(node, _NodeLoad()).add(pod, sign)
+        if pod.get("job"):
+            key = (pod["metadata"].get("namespace", ""), pod["job"])
+            self.bound[key] += sign
+            if self.bound[key] <= 0:
+                del self.bound[key]
 
     def rooms(self, nodes: Sequence[Obj]) -> list[NodeRoom]:
         """Every node with what its pods take from it now."""
@@ -116,15 +172,37 @@ def rooms_of(nodes: Sequence[Obj], pods: Sequence[Obj]) -> tuple[list[NodeRoom],
     return loads.rooms(nodes), loads.pending
 
 
+#: how long room stays reserved for a placed copy whose pods are not bound yet
+RESERVATION_SECONDS = 60.0
+
+
 class RoomView:
     """The room of one worker, from two informers on its watch client."""
 
-    def __init__(self, worker: str, client: ClusterClient) -> None:
+    def __init__(self, worker: str, client: ClusterClient, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.worker = worker
         self.nodes = Informer(client, NODES, transform=slim_node)
         self.pods = Informer(client, PODS, field_selector=NOT_TERMINAL, transform=slim_pod)
         self.pods.add_handler(self._on_pod)
+        self.nodes.add_handler(self._on_node)
         self.loads = Loads()
+        self.reserved: dict[str, Reservation] = {}
+        self.clock = clock
+        #: called with the worker's name when room may have appeared (a bound pod left, a node
+        #: changed): Jobs waiting in the manager for it are looked at again at once
+        self.on_room: Callable[[str], None] | None = None
+
+    def reserve(self, uid: str, namespace: str, job: str, shape: PodShape, pods: int) -> None:
+        """Hold room for the copy of manager Job ``uid`` just placed here, until its pods are bound."""
+        self.reserved[uid] = Reservation(namespace, job, shape, pods, self.clock() + RESERVATION_SECONDS)
+
+    def release(self, uid: str) -> None:
+        self.reserved.pop(uid, None)
+
+    def _room_may_have_appeared(self) -> None:
+        if self.on_room is not None:
+            self.on_room(self.worker)
 
     def informers(self) -> list[Informer]:
         return [self.nodes, self.pods]
@@ -141,9 +219,24 @@ class RoomView:
         self.loads.count(old, -1)
         if etype != "DELETED":
             self.loads.count(new, +1)
+        elif old is not None and old.get("nodeName"):  # a bound pod ended (terminal pods leave the
+            self._room_may_have_appeared()  # watch) or went
+
+    def _on_node(self, etype: str, old: Obj | None, new: Obj) -> None:
+        if etype == "DELETED" or (old is not None and _node_facts(old) == _node_facts(new)):
+            return  # a heartbeat: nothing the fit reads changed
+        self._room_may_have_appeared()
 
     def rooms(self) -> list[NodeRoom]:
-        return self.loads.rooms(self.nodes.items())
+        """The nodes with what their pods take, and what copies placed here but not bound yet will."""
+        rooms = self.loads.rooms(self.nodes.items())
+        if not self.reserved:
+            return rooms
+        now = self.clock()
+        for uid in [u for u, r in self.reserved.items()
+                    if r.until < now or self.loads.bound.get((r.namespace, r.job), 0) >= r.pods]:
+            del self.reserved[uid]
+        return with_reservations(rooms, self.reserved.values(), self.loads.bound)
 
     def fit(self, shape: PodShape, want: int) -> WorkerFit:
         return worker_fit(shape, self.rooms(), want)

@@ -19,6 +19,7 @@ from mirror.placement import (
     Waiting,
     WaitingForRoom,
     WorkerView,
+    heads,
     narrow_by_room,
     select_by_labels,
 )
@@ -99,6 +100,16 @@ def test_first_come_first_placed(fits: dict[str, WorkerFit], waiting: dict[str, 
         return
     got = narrow_by_room(views("w1", "w2"), fits, None, order=NEWER, waiting=waiting)
     assert {w.name for w in got if w.healthy} == healthy_after
+
+
+def test_the_head_of_each_workers_line_is_the_one_to_wake() -> None:
+    waiting = {"old-w2": Waiting(OLDER, frozenset({"w2"}), "ns/a"),
+               "new-both": Waiting(NEWER, frozenset({"w1", "w2"}), "ns/b"),
+               "newest-w1": Waiting(("2026-11-25T12:00:00Z", "u"), frozenset({"w1"}), "ns/c")}
+    assert heads(waiting, ["w1"]) == ["new-both"]  # the oldest that could run on w1
+    assert heads(waiting, ["w2"]) == ["old-w2"]
+    assert heads(waiting, ["w1", "w2"]) == ["new-both", "old-w2"]
+    assert heads(waiting, ["w3"]) == [] and heads({}, ["w1"]) == []
 
 
 def test_when_no_worker_could_ever_run_it_every_worker_says_why() -> None:
@@ -188,6 +199,10 @@ async def test_a_pin_still_wins() -> None:
 
 async def test_a_job_waits_for_room_and_is_placed_when_it_appears_before_later_jobs() -> None:
     async with fake_fleet(nodes=NODES) as f:
+        woken: list[str] = []  # what the controller would put on its queue at once
+        f.reconciler.wake = woken.extend
+        for room in f.reconciler.rooms.values():
+            room.on_room = lambda w: f.reconciler.wake_heads([w])
         kubelet = await hog_on_b1(f, cpu="7")
         await f.create(job("big", requests={"cpu": "4"}))  # only worker-2's 8-cpu node could hold it
         assert await f.sync("big") == 3.0  # looked at again soon, not after the resync period
@@ -205,10 +220,12 @@ async def test_a_job_waits_for_room_and_is_placed_when_it_appears_before_later_j
         assert placed(f, "small")[ANNOTATION_CLUSTER] == "worker-1"
         await kubelet.delete(PODS, "default", "hog")
         await f.settle()
+        assert woken == ["default/big"]  # room appeared on worker-2: the first in its line looks at once
         await f.sync("gpu")  # still behind "big" until "big" is placed
         assert ANNOTATION_CLUSTER not in placed(f, "gpu")
         await f.sync("big")
         assert placed(f, "big")[ANNOTATION_CLUSTER] == "worker-2"
+        assert woken[-1] == "default/gpu"  # "big" held worker-2 against it: now it is first in line
         await f.sync("gpu")
         assert placed(f, "gpu")[ANNOTATION_CLUSTER] == "worker-2"
         assert f.reconciler._waiting == {}

@@ -103,7 +103,7 @@ def test_a_cached_pod_keeps_only_what_the_fit_needs() -> None:
     p["spec"]["containers"][0]["env"] = [{"name": "BIG", "value": "x" * 10_000}]
     p["metadata"].update(uid="u", resourceVersion="7", labels={"a": "b"}, annotations={"big": "y" * 10_000})
     assert slim_pod(p) == {"metadata": {"name": "a", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
-                           "nodeName": "n1", "requests": {"cpu": 250}, "ports": [("TCP", 8080, "")]}
+                           "job": "", "nodeName": "n1", "requests": {"cpu": 250}, "ports": [("TCP", 8080, "")]}
 
 
 async def test_capacity_gauges_follow_the_view(room: tuple[FakeApiServer, RoomView]) -> None:
@@ -126,3 +126,65 @@ def test_a_one_off_read_gives_the_same_rooms_and_the_free_summary() -> None:
     assert pending == 1 and {r.name: r.requested for r in rooms} == {"n1": {"cpu": 1500}, "n2": {"cpu": 500}}
     assert free_summary(room_totals(rooms), pending) == (
         f"cpu 6/8 free, {GPU} 2/2 free, memory 16Gi/16Gi free; 1 pod pending")
+
+
+def job_pod(name: str, job: str, node_name: str | None, cpu: str) -> Obj:
+    p = pod(name, node_name, cpu)
+    p["metadata"]["labels"] = {"batch.kubernetes.io/job-name": job}
+    return p
+
+
+async def test_room_is_held_for_a_placed_copy_until_its_pods_are_bound(room: tuple[FakeApiServer, RoomView]) -> None:
+    """Between placement and binding the nodes look free; the reservation stands in for the pods."""
+    server, view = room
+    view.reserve("u1", "ns", "big", shape("3"), 2)
+    assert view.fit(shape("2"), 2).now == 0  # 3 cpu held on each 4-cpu node: 1 cpu left on each
+    c = server.client("kubelet")
+    await c.create(PODS, "ns", job_pod("big-a", "big", None, "3"))  # created, not bound: still held
+    await settle()
+    assert view.fit(shape("2"), 2).now == 0
+    await c.delete(PODS, "ns", "big-a")  # the scheduler binds them (here: re-made bound)
+    await c.create(PODS, "ns", job_pod("big-a", "big", "n2", "3"))
+    await c.create(PODS, "ns", job_pod("big-b", "big", "n1", "3"))
+    await settle()
+    assert view.fit(shape("2"), 2).now == 0  # the bound pods take the room now
+    assert "u1" not in view.reserved  # and the reservation is gone (no double count)
+    await c.delete(PODS, "ns", "big-a")
+    await settle()
+    assert view.fit(shape("2"), 2).now == 2  # n2 freed: two 2-cpu pods fit there
+
+
+async def test_a_reservation_lapses_and_wakes_nobody() -> None:
+    server = FakeApiServer()
+    server.seed(NODES.path(), node("n1"))
+    now = [100.0]
+    view = RoomView("w1", server.client("w1"), clock=lambda: now[0])
+    tasks = [asyncio.create_task(i.run()) for i in view.informers()]
+    await asyncio.gather(*(i.wait_synced(2) for i in view.informers()))
+    view.reserve("u1", "ns", "j", shape("4"), 1)
+    assert view.fit(shape("1"), 1).now == 0
+    now[0] += 61  # its pod never bound: the scheduler's business now, the room is shown again
+    assert view.fit(shape("1"), 1).now == 1 and not view.reserved
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_room_appearing_is_announced(room: tuple[FakeApiServer, RoomView]) -> None:
+    server, view = room
+    said: list[str] = []
+    view.on_room = said.append
+    c = server.client("kubelet")
+    await c.create(PODS, "ns", pod("a", "n1", "1"))
+    await c.create(PODS, "ns", pod("p", None, "1"))
+    await settle()
+    assert said == []
+    await c.delete(PODS, "ns", "p")  # an unbound pod leaving frees nothing
+    await settle()
+    assert said == []
+    await c.delete(PODS, "ns", "a")
+    await settle()
+    assert said == ["w1"]
+    await server.client("admin").patch(NODES, None, "n1", {"spec": {"unschedulable": True}})
+    await settle()
+    assert said == ["w1", "w1"]
