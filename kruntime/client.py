@@ -283,16 +283,26 @@ class ClusterClient:
         }
         return await self.request("GET", res.path(namespace), query=query)
 
-    async def list_all(self, res: Resource, namespace: str | None = None, **kw: Any) -> tuple[builtins.list[Obj], str]:
-        """Paginated list; returns the items and the list's resourceVersion."""
-        items: builtins.list[Obj] = []
+    async def list_pages(self, res: Resource, namespace: str | None = None,
+                         **kw: Any) -> AsyncIterator[tuple[builtins.list[Obj], str]]:
+        """Paginated list, a page of 500 at a time with the list's resourceVersion, so a caller
+        that keeps only part of each object never holds the whole list at once."""
         cont: str | None = None
         while True:
             page = await self.list(res, namespace, limit=500, continue_=cont, **kw)
-            items.extend(page.get("items") or [])
             cont = page.get("metadata", {}).get("continue") or None
+            yield page.get("items") or [], str(page.get("metadata", {}).get("resourceVersion", ""))
             if not cont:
-                return items, str(page.get("metadata", {}).get("resourceVersion", ""))
+                return
+
+    async def list_all(self, res: Resource, namespace: str | None = None, **kw: Any) -> tuple[builtins.list[Obj], str]:
+        """Paginated list; returns the items and the list's resourceVersion."""
+        items: builtins.list[Obj] = []
+        rv = ""
+        async for page, page_rv in self.list_pages(res, namespace, **kw):
+            items.extend(page)
+            rv = page_rv
+        return items, rv
 
     async def create(self, res: Resource, namespace: str | None, body: Obj, *, dry_run: bool = False) -> Obj:
         return await self.request("POST", res.path(namespace), body=body, query={"dryRun": "All" if dry_run else None})

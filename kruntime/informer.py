@@ -121,12 +121,16 @@ class Informer:
                 log.exception("informer handler failed", extra={"resource": self.resource.plural})
 
     async def _relist(self) -> None:
-        items, rv = await self.client.list_all(
-            self.resource, self.namespace, label_selector=self.label_selector, field_selector=self.field_selector
-        )
+        fresh: dict[str, Obj] = {}
+        rv = ""
+        # Cut down page by page: only the kept, slimmed objects outlive their page (a list of
+        # 20,000 pods, whole, would set the process's peak memory for good).
+        async for page, page_rv in self.client.list_pages(self.resource, self.namespace,
+                                                          label_selector=self.label_selector,
+                                                          field_selector=self.field_selector):
+            fresh.update((key_of(o), self._slim(o)) for o in page if self.keep(o))
+            rv = page_rv
         metrics.RELISTS.labels(self.client.name, self.resource.plural).inc()
-        fresh = {key_of(o): self._slim(o) for o in items if self.keep(o)}
-        del items  # only the kept objects outlive the list
         old_cache = self.cache
         self.cache = fresh
         self._rv = rv

@@ -32,9 +32,10 @@ class _Server:
         self.events: list[dict[str, Any]] = []
         self.namespaces: list[str | None] = []
 
-    async def list_all(self, resource: Resource, namespace: str | None, **_: Any) -> tuple[list[Obj], str]:
+    async def list_pages(self, resource: Resource, namespace: str | None,
+                         **_: Any) -> AsyncIterator[tuple[list[Obj], str]]:
         self.namespaces.append(namespace)
-        return [o for o in self.items if namespace in (None, o["metadata"]["namespace"])], "9"
+        yield [o for o in self.items if namespace in (None, o["metadata"]["namespace"])], "9"
 
     async def watch(self, resource: Resource, namespace: str | None, **_: Any) -> AsyncIterator[dict[str, Any]]:
         for ev in self.events:

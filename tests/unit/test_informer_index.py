@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from kruntime.informer import Informer
@@ -19,8 +20,9 @@ class _Lists:
     def __init__(self) -> None:
         self.items: list[Obj] = []
 
-    async def list_all(self, resource: Resource, namespace: str | None, **_: Any) -> tuple[list[Obj], str]:
-        return list(self.items), "9"
+    async def list_pages(self, resource: Resource, namespace: str | None,
+                         **_: Any) -> AsyncIterator[tuple[list[Obj], str]]:
+        yield list(self.items), "9"
 
 
 def by_owner(o: Obj) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -165,8 +166,9 @@ class _ListOnly:
     def __init__(self, items: dict[str, list[Obj]]) -> None:
         self.items = items
 
-    async def list_all(self, resource: Resource, namespace: str | None, **_: Any) -> tuple[list[Obj], str]:
-        return self.items.get(resource.plural, []), "1"
+    async def list_pages(self, resource: Resource, namespace: str | None,
+                         **_: Any) -> AsyncIterator[tuple[list[Obj], str]]:
+        yield self.items.get(resource.plural, []), "1"
 
 
 async def test_worker_keeps_one_cache_and_uid_index_per_kind() -> None:
