@@ -3,6 +3,7 @@
     python -m kindbed engine up|down     # use/start a Docker engine; stop only the one we started
     python -m kindbed images             # build (or find) node, controller and workload images
     python -m kindbed up [--workers 2]   # engine + images + clusters + deploy/ (prints how to attach)
+    python -m kindbed env                # shell lines to use it: eval "$(python -m kindbed env)"
     python -m kindbed down [--stop-engine]
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -22,6 +24,16 @@ def _options(args: argparse.Namespace) -> clusters.KindOptions:
     if args.workdir:
         kw["workdir"] = args.workdir
     return clusters.KindOptions(**kw)
+
+
+def env_lines(dep: clusters.KindDeployment) -> str:
+    """What a shell needs to use the deployment as the README's quick start does: the manager as
+    the current cluster, the kubectl kind used and our plugin on PATH, and an image every cluster
+    already holds (nothing has to be pulled)."""
+    path = os.pathsep.join(dict.fromkeys([str(Path(dep.kubectl).parent), str(Path(sys.executable).parent)]))
+    return "\n".join([f"export KUBECONFIG={shlex.quote(dep.manager_kubeconfig)}",
+                      f"export PATH={shlex.quote(path)}:\"$PATH\"",
+                      f"export IMAGE={shlex.quote(dep.workload_image)}"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     eng.add_argument("action", choices=("up", "down"))
     sub.add_parser("images", help="build or find every image")
     sub.add_parser("up", help="everything up, controller deployed; clusters are kept until `down`")
+    sub.add_parser("env", help="print export lines for a shell: KUBECONFIG (the manager), PATH (kubectl, "
+                               "kubectl-jobmirror) and IMAGE (the busybox loaded into every cluster)")
     down = sub.add_parser("down", help="delete the clusters of --prefix")
     down.add_argument("--stop-engine", action="store_true", help="also stop dockerd if we started it")
     args = p.parse_args(argv)
@@ -65,8 +79,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"worker {name}: {kc}")
             print(f"run the e2e suite against it: JOBMIRROR_E2E_PROVIDER=kind JOBMIRROR_E2E_KIND_WORKDIR={dep.workdir} "
                   f".venv/bin/pytest -m e2e e2e")
+        elif args.cmd == "env":
+            print(env_lines(clusters.KindDeployment.load(_options(args).workdir)))
         elif args.cmd == "down":
             clusters.down(_options(args), stop_engine=args.stop_engine)
+    except FileNotFoundError as exc:
+        print(f"error: no kind deployment here ({exc.filename}): run `python -m kindbed up` first", file=sys.stderr)
+        return 1
     except (engine.EngineError, images.ImageError, clusters.KindError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

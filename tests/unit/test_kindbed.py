@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from kindbed import clusters, engine, images
+from kindbed.__main__ import env_lines
 
 
 @pytest.mark.parametrize(("capbnd", "lacks"), [
@@ -123,3 +124,19 @@ def test_overlay_replaces_config_and_secret_and_keeps_the_shipped_workers(tmp_pa
 ])
 def test_busybox_tag_is_a_valid_image_tag(version: str, tag: str) -> None:
     assert images.busybox_tag(version) == tag
+
+
+def test_env_lines_let_a_shell_use_the_deployment(tmp_path: Path) -> None:
+    """The README's quick start evals them: the manager as KUBECONFIG, kubectl and the plugin on
+    PATH, and an image every cluster holds; paths with spaces stay one word."""
+    dep = clusters.KindDeployment(prefix="jm", manager_cluster="jm-manager", clusters=["jm-manager"],
+                         manager_kubeconfig=str(tmp_path / "a b" / "manager.kubeconfig"), worker_kubeconfigs={},
+                         worker_clusters={}, manager_worker="manager", kustomization="", kubectl="/opt/k8s/kubectl",
+                         kind="/opt/k8s/kind", controller_image="jobmirror:e2e",
+                         workload_image="jobmirror.local/busybox:1.35", node_image="", workdir=str(tmp_path),
+                         engine_started_pid=None)
+    out = subprocess.run(["bash", "-c", env_lines(dep) + '\nprintf "%s\\n" "$KUBECONFIG" "$IMAGE" "$PATH"'],
+                         capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"}).stdout.splitlines()
+    assert out[0] == str(tmp_path / "a b" / "manager.kubeconfig")
+    assert out[1] == "jobmirror.local/busybox:1.35"
+    assert out[2].startswith("/opt/k8s:") and out[2].endswith(":/usr/bin:/bin")
