@@ -118,7 +118,10 @@ async def test_a_refused_template_rewrite_recreates_the_copy_only_after_its_pods
     from kruntime.resources import JOBS, PODS, Obj
     from tests.conftest import wait_for
 
-    async with mirror_env(client_for, cluster, ns, workers=(OLD_WORKER,), resync_period=1.0) as env:
+    # LeastLoaded: the copy must exist although no node matches its pod (RoomAware, the default,
+    # keeps such a Job in the manager once the worker's room view has synced).
+    async with mirror_env(client_for, cluster, ns, workers=(OLD_WORKER,), resync_period=1.0,
+                          placement="LeastLoaded") as env:
         old = env.workers["worker-old"]
         await env.start()
         # No node matches: the pod stays Pending and no (fake) kubelet ends it on its own.
