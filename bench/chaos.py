@@ -543,9 +543,13 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
             now = time.time()
             copy_deadline = now + TIMINGS["gcInterval"] * 2 + 20
             pod_deadline = max(copy_deadline, now + POD_GC_SLACK)
+            # A copy a user disowned by hand (our labels stripped) is no longer ours to delete, by
+            # design: waiting for it would only wait out the deadline (the checker does not count
+            # it as an orphan either).
+            ours = {u for u, c in rec.copies.items() if c.disowned_at is None}
             while True:
-                copies_left = any(c.gone is None for c in rec.copies.values())
-                pods_left = any(p.gone is None and p.copy_uid in rec.copies for p in rec.pods.values())
+                copies_left = any(rec.copies[u].gone is None for u in ours)
+                pods_left = any(p.gone is None and p.copy_uid in ours for p in rec.pods.values())
                 at = time.time()
                 if not (copies_left and at < copy_deadline) and not (pods_left and at < pod_deadline):
                     break
