@@ -501,6 +501,9 @@ def _config(bed: ClusterBed, clusters: dict[str, LocalCluster], workers: Sequenc
         "managerKubeconfig": str(clusters["manager"].kubeconfig),
         "workers": [{"name": w, "kubeconfig": str(clusters[w].kubeconfig)} for w in workers],
         "metricsAddress": f"127.0.0.1:{port}", "placement": policy, "namespaces": [namespace],
+        # Workers count as up after their second probe: 1 s apart instead of 5 s shortens each
+        # start (4 per run) and changes nothing the placement figures measure.
+        "healthProbeInterval": 1.0,
     }
     path = bed.workdir / f"placement-{tag}-{policy}.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -510,7 +513,7 @@ def _config(bed: ClusterBed, clusters: dict[str, LocalCluster], workers: Sequenc
 async def _start_controller(bed: ClusterBed, clusters: dict[str, LocalCluster], workers: Sequence[str], policy: str,
                             namespace: str, logs: Path, tag: str, *, workers_up: bool = True) -> env.ControllerProcess:
     """Start a controller of ``policy`` and return once ready (``workers_up``: and every worker
-    healthy, which takes its second health probe, ~5 s: Jobs sent earlier would find none)."""
+    healthy, which takes its second health probe, ~1 s here: Jobs sent earlier would find none)."""
     from bench.mirror_bench import _worker_up, controller_argv
 
     port = env.free_port()
