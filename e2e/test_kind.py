@@ -393,6 +393,9 @@ async def test_kind_leader_deleted_then_killed(controller: E2EEnv) -> None:
         assert time.monotonic() - t0 <= LEASE_DURATION + RETRY_PERIOD + 8, f"takeover took {secs:.1f}s"
 
         names += await _submit(env, ns, "between", 4, seconds=8)
+        # The deleted Pod's replacement must be up as the standby first: killed at once, the
+        # takeover also timed that Pod's start (22 to 25 s measured on a loaded 2-core machine).
+        await _deployment_ready(env)
         pod = next(p for p in await controller_pods(env) if p["metadata"]["name"] == holder_pod(second))
         pid = await asyncio.to_thread(kill_9_in_node, env, pod)
         _, secs = await wait_new_leader(env, second, timeout=LEASE_DURATION + RETRY_PERIOD + 20)
