@@ -420,8 +420,10 @@ async def test_kind_worker_node_stopped_redispatch_then_stale_copy_deleted(contr
     node = node_container(cluster)
     started = False
     try:
-        # Unpinned Jobs spread over the workers (LeastLoaded); one of them lands on `worker`.
-        names = await _submit(env, ns, "long", len(env.workers), seconds=45)
+        # Unpinned Jobs spread over the workers (fewest unfinished copies); one more than there are
+        # workers, so one lands on `worker` even while the module's CronJob has a run there (with
+        # one Job per worker both went to the manager in a CI run: 0 vs 1, then a 1/1 tie by name).
+        names = await _submit(env, ns, "long", len(env.workers) + 1, seconds=45)
         uids = {n: (await env.manager.get(JOBS, ns, n))["metadata"]["uid"] for n in names}
         placements = {n: (await placed(env, ns, n, uids[n]))[1] for n in names}
         victims = [n for n, w in placements.items() if w == worker]
