@@ -13,7 +13,6 @@ created, so a restart finds the same worker and never creates a second copy else
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -102,7 +101,7 @@ from mirror.placement import (
 from mirror.plan import MAX_ACTIONS, Action, Do, Found, Group, next_action
 from mirror.propagation import StatusLag
 from mirror.room.fit import WorkerFit
-from mirror.room.requests import pods_wanted, shape_of_template
+from mirror.room.requests import PodShape, pods_wanted, shape_of_template
 from mirror.room.view import RoomView
 from mirror.worker_calls import WorkerCalls
 from mirror.workers import WorkerBusy, WorkerCluster
@@ -164,6 +163,10 @@ class Choice:
 
     worker: str
     why: str
+    #: the Job's pod as the room fit read it, and how many it wants at once (RoomAware only):
+    #: what the chosen worker reserves until the copy's pods are bound
+    pod: PodShape | None = None
+    pods: int = 0
 
 
 @dataclass(eq=False)
@@ -423,7 +426,8 @@ class Reconciler:
         selector = annotations_of(job).get(ANNOTATION_WORKER_SELECTOR)
         if selector and not pin:  # a pin wins
             views = select_by_labels(views, selector)
-        fits = self._fits(job, views) if self.rooms else {}
+        pod, want = self._pod_shape(job) if self.rooms else (None, 0)
+        fits = self._fits(pod, want, views) if pod is not None else {}
         if self.rooms:
             order = (str(job["metadata"].get("creationTimestamp") or ""), uid)
             try:
@@ -437,17 +441,21 @@ class Reconciler:
         if chosen is None:
             raise NoWorker("the placement policy chose none")
         why = explain(self.cfg.placement.value, views, chosen, pin)
-        return Choice(chosen, why + (f"; room on {chosen}: {fits[chosen].why}" if chosen in fits else ""))
+        return Choice(chosen, why + (f"; room on {chosen}: {fits[chosen].why}" if chosen in fits else ""), pod, want)
 
-    def _fits(self, job: Obj, views: Sequence[WorkerView]) -> dict[str, WorkerFit]:
-        """How one pod of ``job`` fits each healthy worker whose room is known (synced, with nodes)."""
+    @staticmethod
+    def _pod_shape(job: Obj) -> tuple[PodShape | None, int]:
+        """The Job's pod as the room fit reads it and ``min(parallelism, completions)``; no shape
+        for a quantity the API server would not have accepted (room unknown)."""
         spec = job.get("spec") or {}
-        want = pods_wanted(spec)
         try:
-            shape = shape_of_template(spec.get("template") or {})
-        except ValueError as exc:  # a quantity the API server would not have accepted: room unknown
+            return shape_of_template(spec.get("template") or {}), pods_wanted(spec)
+        except ValueError as exc:
             log.warning("%s/%s: room not judged: %s", job["metadata"]["namespace"], job["metadata"]["name"], exc)
-            return {}
+            return None, 0
+
+    def _fits(self, shape: PodShape, want: int, views: Sequence[WorkerView]) -> dict[str, WorkerFit]:
+        """How one pod of ``shape`` fits each healthy worker whose room is known (synced, with nodes)."""
         out = {}
         for v in views:
             room = self.rooms.get(v.name)
@@ -491,8 +499,8 @@ class Reconciler:
         # room views, the room its pods will take until the scheduler has bound them.
         self._pending[chosen].add(uid)
         room = self.rooms.get(chosen)
-        if room is not None:
-            self._reserve(room, job, remote_name)
+        if room is not None and choice.pod is not None:
+            room.reserve(uid, job["metadata"]["namespace"], remote_name, choice.pod, choice.pods)
         try:
             return await self._record_placement(job, chosen, remote_name, choice.why)
         except BaseException:
@@ -500,13 +508,6 @@ class Reconciler:
             if room is not None:
                 room.release(uid)
             raise
-
-    @staticmethod
-    def _reserve(room: RoomView, job: Obj, remote_name: str) -> None:
-        spec = job.get("spec") or {}
-        with contextlib.suppress(ValueError):  # a quantity the fit cannot read: nothing to hold
-            room.reserve(job["metadata"]["uid"], job["metadata"]["namespace"], remote_name,
-                         shape_of_template(spec.get("template") or {}), pods_wanted(spec))
 
     async def _record_placement(self, job: Obj, worker: str, remote_name: str, why: str) -> tuple[Obj, Placement]:
         """One write records the placement and, if missing, the finalizer (resourceVersion precondition)."""
