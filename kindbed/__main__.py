@@ -80,12 +80,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run the e2e suite against it: JOBMIRROR_E2E_PROVIDER=kind JOBMIRROR_E2E_KIND_WORKDIR={dep.workdir} "
                   f".venv/bin/pytest -m e2e e2e")
         elif args.cmd == "env":
-            print(env_lines(clusters.KindDeployment.load(_options(args).workdir)))
+            workdir = _options(args).workdir
+            if not (workdir / "deployment.json").is_file():
+                print(f"error: no kind deployment in {workdir}: run `python -m kindbed up` first", file=sys.stderr)
+                return 1
+            print(env_lines(clusters.KindDeployment.load(workdir)))
         elif args.cmd == "down":
             clusters.down(_options(args), stop_engine=args.stop_engine)
-    except FileNotFoundError as exc:
-        print(f"error: no kind deployment here ({exc.filename}): run `python -m kindbed up` first", file=sys.stderr)
-        return 1
     except (engine.EngineError, images.ImageError, clusters.KindError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
