@@ -4,7 +4,7 @@ Each case is a manager Job (and, for some, a user action while it runs: resume,
 suspend, scale, delete). The same watch records, for every manager Job, the sequence of
 its conditions as they appeared and its final status; the report puts the two systems
 side by side. One bed per system with a Kubernetes 1.35 worker runs the catalogue; a
-second bed per system with a 1.30 worker (``--with-old`` binaries) runs the cases marked
+second bed per system with a 1.30 worker (``--test-versions`` binaries) runs the cases marked
 ``skew``. Pods are kwok pods driven by ``config/kwok-stages.yaml`` (outcome label, duration
 and exit-code annotations), so "failing" is a pod that exits non-zero.
 """

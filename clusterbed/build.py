@@ -367,15 +367,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="Kubernetes version(s) to build (default: the pinned one)")
     parser.add_argument("--kueue", action="store_true",
                         help=f"also build Kueue v{versions.KUEUE_VERSION} (for `bench compare`)")
-    parser.add_argument("--with-old", action="store_true",
-                        help=f"also build the skew version {versions.OLD_KUBE_VERSION}")
+    parser.add_argument("--test-versions", action="store_true",
+                        help="also build what `make test` runs besides the default: the matrix corners "
+                             f"{', '.join(versions.CORNER_KUBE_VERSIONS)} and the skew version {versions.OLD_KUBE_VERSION}")
     parser.add_argument("--no-helm", action="store_true",
                         help=f"skip helm v{versions.HELM_VERSION} and the Prometheus Operator CRDs "
                              "(the deploy/helm and monitoring tests need them)")
     args = parser.parse_args(argv)
     wanted = args.kube_version or [versions.KUBE_VERSION]
-    if args.with_old:
-        wanted.append(versions.OLD_KUBE_VERSION)
+    if args.test_versions:
+        wanted += [v for v in (*versions.CORNER_KUBE_VERSIONS, versions.OLD_KUBE_VERSION) if v not in wanted]
     try:
         for v in wanted:
             b = ensure_binaries(v)

@@ -8,13 +8,28 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-#: Kubernetes release the bed runs by default (JobManagedBy is GA and locked on since 1.35).
-KUBE_VERSION = "1.35.4"
-#: An older minor for version-skew tests (1.30: JobManagedBy and JobSuccessPolicy are alpha,
-#: off). Its Job controller writes Complete/Failed directly
-#: without SuccessCriteriaMet/FailureTarget when JobManagedBy is off there.
+#: Kubernetes release the bed, the demo and the kind tier run by default: the newest served here.
+KUBE_VERSION = "1.37.2"
+#: The oldest release we support, for manager and workers alike. 1.33 is the first where every
+#: Job field a newer manager's Job may carry and a worker must honour is served and on by default
+#: (successPolicy and backoffLimitPerIndex GA; podReplacementPolicy beta, on), and where
+#: JobManagedBy (beta, on since 1.32) lets a manager hand its Jobs to us. v1.33.8 answers 403
+#: from the module proxy here; v1.33.7 is served.
+OLDEST_SUPPORTED_KUBE_VERSION = "1.33.7"
+#: Every release of the matrix (``python -m bench versions``), oldest first: one patch per minor.
+#: 1.36 starts at 1.36.2: 1.36.0-1.36.1 refuse the scheduling-directive rewrite of a suspended,
+#: never-started Job until JobSuspended=True (kubernetes#139281, fixed in 1.36.2).
+SUPPORTED_KUBE_VERSIONS = ("1.33.7", "1.34.4", "1.35.4", "1.36.4", "1.37.2")
+#: What ``make test`` runs besides the default (the matrix's corners): a manager on the previous
+#: minor, and a worker on the oldest supported release.
+CORNER_KUBE_VERSIONS = ("1.36.4", OLDEST_SUPPORTED_KUBE_VERSION)
+#: A minor older than we support, for version-skew tests (1.30: JobManagedBy and JobSuccessPolicy
+#: are alpha, off). Its Job controller writes Complete/Failed directly without
+#: SuccessCriteriaMet/FailureTarget, and its API server prunes successPolicy: the mirror must still
+#: land a valid status on the manager, and move a copy such a worker cannot run as written.
 OLD_KUBE_VERSION = "1.30.14"
-#: etcd paired with Kubernetes 1.35 by kubeadm.
+#: etcd for every Kubernetes version of the bed (kubeadm pairs 3.6 with 1.33-1.36 and 3.7.0 with
+#: 1.37; 1.37.2's API server runs on 3.6.16 in every test here, so one etcd build serves all).
 ETCD_VERSION = "3.6.16"
 #: kwok / kwokctl (fake nodes, pod stages, binary-runtime cluster management).
 KWOK_VERSION = "0.7.0"

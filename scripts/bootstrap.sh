@@ -3,7 +3,7 @@
 # a venv with the Python dependencies, then the cluster-bed binaries
 # (built from the Kubernetes/etcd/kwok Go modules, cached in ~/.cache/jobmirror).
 #
-#   scripts/bootstrap.sh [--python-only] [clusterbed.build args, e.g. --with-old]
+#   scripts/bootstrap.sh [--python-only] [clusterbed.build args, e.g. --test-versions]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python_only=0

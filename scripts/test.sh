@@ -12,7 +12,7 @@ T0=$SECONDS
 phase() { printf '[test] phase %-52s %5ds   (total %ds)\n' "$1" "$((SECONDS - $2))" "$((SECONDS - T0))"; }
 
 if [ $# -gt 0 ]; then
-  bash scripts/bootstrap.sh --with-old
+  bash scripts/bootstrap.sh --test-versions
   .venv/bin/ruff check . && .venv/bin/mypy
   exec .venv/bin/pytest "$@"
 fi
@@ -38,7 +38,7 @@ bash scripts/bootstrap.sh --python-only
 images_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-kind-images.XXXXXX")
 .venv/bin/python -m kindbed images >"$images_log" 2>&1 &
 images_pid=$!
-bash scripts/bootstrap.sh --with-old
+bash scripts/bootstrap.sh --test-versions
 phase "bootstrap (venv, cluster binaries)" "$t"
 irc=0
 wait "$images_pid" || irc=$?

@@ -225,16 +225,17 @@ async def mirror_env(
     ns: str,
     *,
     workers: tuple[ClusterSpec, ...] = (WORKER_1, WORKER_2),
+    manager_spec: ClusterSpec = MANAGER,
     **config: Any,
 ) -> AsyncIterator[MirrorEnv]:
-    manager = await client_for(MANAGER)
+    manager = await client_for(manager_spec)
     wclients = {s.name: await client_for(s) for s in workers}
     for c in (manager, *wclients.values()):
         await ensure_namespace(c, ns)
-    clusters = {s.name: cluster(s) for s in (MANAGER, *workers)}
+    clusters = {s.name: cluster(s) for s in (manager_spec, *workers)}
     settings: dict[str, Any] = {
         "workers": [Worker(name=s.name, kubeconfig=clusters[s.name].kubeconfig) for s in workers],
-        "manager_kubeconfig": clusters["manager"].kubeconfig,
+        "manager_kubeconfig": clusters[manager_spec.name].kubeconfig,
         "namespaces": [ns],
         "origin": f"o-{ns}",
         "resync_period": 2.0,
