@@ -20,56 +20,10 @@ from kruntime.resources import EVENTS, JOBS, Obj
 from mirror import metrics
 from mirror.config import Config, Worker
 from mirror.controller import MirrorController
-from mirror.naming import DEFAULT_CONTROLLER_NAME, LABEL_ORIGIN_UID
+from mirror.naming import LABEL_ORIGIN_UID
+from testkit.jobs import cond
+from testkit.jobs import make_job as make_job  # re-exported: the tests import it from here
 from tests.conftest import MANAGER, WORKER_1, WORKER_2, ensure_namespace, wait_for
-
-
-def make_job(
-    name: str,
-    *,
-    managed_by: str | None = DEFAULT_CONTROLLER_NAME,
-    completions: int | None = 1,
-    parallelism: int = 1,
-    outcome: str = "succeed",
-    duration_ms: int = 500,
-    backoff_limit: int = 6,
-    suspend: bool = False,
-    indexed: bool = False,
-    success_policy: Obj | None = None,
-    annotations: dict[str, str] | None = None,
-    extra_spec: Obj | None = None,
-) -> Obj:
-    labels = {"jobmirror.dev/kwok-outcome": outcome} if outcome != "succeed" else {}
-    spec: Obj = {
-        "parallelism": parallelism,
-        "backoffLimit": backoff_limit,
-        "template": {
-            "metadata": {"labels": labels, "annotations": {"jobmirror.dev/kwok-duration": f"{duration_ms}ms"}},
-            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
-        },
-    }
-    if completions is not None:
-        spec["completions"] = completions
-    if managed_by:
-        spec["managedBy"] = managed_by
-    if suspend:
-        spec["suspend"] = True
-    if indexed:
-        spec["completionMode"] = "Indexed"
-    if success_policy:
-        spec["successPolicy"] = success_policy
-    spec.update(extra_spec or {})
-    md: Obj = {"name": name}
-    if annotations:
-        md["annotations"] = annotations
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": md, "spec": spec}
-
-
-def cond(job: Obj | None, ctype: str) -> str | None:
-    for c in (job or {}).get("status", {}).get("conditions") or []:
-        if c["type"] == ctype:
-            return str(c["status"])
-    return None
 
 
 def reconcile_errors() -> dict[str, float]:

@@ -1,6 +1,6 @@
 """Property tests: any reachable worker history -> a manager status history the server accepts.
 
-The oracle is ``tests/jobstatus_validation.py``; scenarios come from ``tests/status_sequences.py``
+The oracle is ``tests/jobstatus_validation.py``; scenarios come from ``testkit/status_sequences.py``
 (also replayed against a real kube-apiserver by the integration tier).
 """
 
@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from jobapi.conditions import is_finished
 from jobapi.times import parse_time_seconds
 from mirror.jobs.status_translation import desired_manager_status, status_differs
-from tests.jobstatus_validation import validate_status_update
-from tests.status_sequences import (
+from testkit.status_sequences import (
     WorkerSequence,
     WorkerStep,
     job_specs,
@@ -26,6 +25,7 @@ from tests.status_sequences import (
     translate_sequence,
     worker_sequences,
 )
+from tests.jobstatus_validation import validate_status_update
 
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
