@@ -18,10 +18,11 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from builtin_controller import api, backoff, metrics, pods, status, tracking
+from builtin_controller import api, backoff, metrics, pods, semantics, status, tracking
 from builtin_controller.expectations import ControllerExpectations, FinalizerExpectations
 from builtin_controller.pod_control import PodControl
 from builtin_controller.pod_events import SYNC_BATCH_PERIOD, OrphanKey, PodEvents
+from builtin_controller.semantics import Semantics
 from builtin_controller.status import SyncContext
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import EventRecorder, ObjectEvents
@@ -38,6 +39,9 @@ API_BACKOFF_CAP = 60.0
 MAX_POD_CREATE_DELETE_PER_SYNC = 500
 #: How long a sync waits for the informer to show our own last status write.
 STALE_CACHE_GRACE = 5.0
+#: Attempts to read the API server's version at start, and the pause between them (seconds).
+VERSION_ATTEMPTS = 5
+VERSION_RETRY_DELAY = 1.0
 
 class JobController:
     """Reconciles ``batch/v1`` Jobs that no other controller claims through ``managedBy``."""
@@ -53,8 +57,11 @@ class JobController:
         clock: Callable[[], datetime] = api.utcnow,
         pod_backoff_base: float = backoff.DEFAULT_BACKOFF,
         pod_backoff_cap: float = backoff.MAX_BACKOFF,
+        semantics: Semantics | None = None,
     ) -> None:
         self.client = client
+        #: whose Job controller to behave like; None: chosen from the API server's version at start
+        self.semantics = semantics
         self.workers = workers
         self.clock = clock
         self.pod_backoff_base = pod_backoff_base
@@ -89,18 +96,39 @@ class JobController:
 
     async def run(self) -> None:
         """Run until :meth:`stop`; informers first, workers once both caches are synced."""
+        chosen = self.semantics or await self._detect_semantics()
+        self.semantics = chosen
         self._tasks = [asyncio.create_task(self.job_informer.run(), name="builtin-jobs-informer"),
                        asyncio.create_task(self.pod_informer.run(), name="builtin-pods-informer")]
         try:
             await asyncio.gather(self.job_informer.wait_synced(), self.pod_informer.wait_synced())
             self.synced.set()
-            log.info("job controller started (%d workers) on %s", self.workers, self.client.name)
+            log.info("job controller started (%d workers) on %s, with Kubernetes %s Job controller semantics",
+                     self.workers, self.client.name, chosen.release)
             await asyncio.gather(self.queue.run_workers(self.workers, self._sync_handler),
                                  self.orphan_queue.run_workers(self.workers, self.pod_events.handle_orphans))
         finally:
             for t in self._tasks:
                 t.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _detect_semantics(self) -> Semantics:
+        """The semantics of the API server's release (``GET /version``), logged once."""
+        info: Obj = {}
+        for attempt in range(VERSION_ATTEMPTS):
+            try:
+                info = await self.client.request("GET", "/version")
+                break
+            except Exception as exc:  # any failure: unknown version, newest semantics
+                log.warning("reading the API server version of %s (attempt %d/%d): %s", self.client.name,
+                            attempt + 1, VERSION_ATTEMPTS, exc)
+                if attempt + 1 < VERSION_ATTEMPTS:
+                    await asyncio.sleep(VERSION_RETRY_DELAY)
+        chosen = semantics.select(semantics.parse_version(info))
+        if chosen.note is not None:
+            log.log(logging.WARNING if chosen.warning else logging.INFO, "%s (%s: gitVersion %s)", chosen.note,
+                    self.client.name, info.get("gitVersion"))
+        return chosen.semantics
 
     def start(self) -> asyncio.Task[None]:
         self._run_task = asyncio.create_task(self.run(), name="builtin-job-controller")
@@ -188,6 +216,8 @@ class JobController:
                     self.queue.add_after(key, remaining)
         elif etype == "DELETED":
             self.queue.add(key)
+            # A new Job of the same name must not inherit these (upstream does this from 1.37).
+            self.expectations.delete(key)
             self.finished_expectations.discard(api.uid(new))
             self.pod_events.enqueue_selector(new)
             self.backoff_store.remove(key)
@@ -210,6 +240,7 @@ class JobController:
         if self._skip_external(shared):
             return
         if self._cache_is_stale(key, shared):
+            metrics.STALE_SYNC_SKIPS.labels("batch", "jobs").inc()
             self.queue.add_after(key, SYNC_BATCH_PERIOD)
             return
         if api.is_finished(shared):
@@ -252,7 +283,8 @@ class JobController:
         # Expectations first: a pod that shows up after this check only delays the sync.
         satisfied = self.expectations.satisfied(key)
         claimed = await self._pods_for_job(job)
-        ctx = status.new_context(job, key, claimed, self.finalizer_expectations.expected(key))
+        assert self.semantics is not None, "semantics are chosen before the first sync"
+        ctx = status.new_context(job, key, claimed, self.finalizer_expectations.expected(key), self.semantics)
         now = self.clock()
         if st.get("startTime") is None and not api.suspended(job):
             st["startTime"] = api.format_time(now)
@@ -282,7 +314,7 @@ class JobController:
             if status.completions_reached(job, ctx.succeeded, active):
                 ctx.finished_condition = status.completions_reached_condition(self.clock())
             elif managed:
-                reason = status.ensure_suspend_condition(job, self.clock())
+                reason = status.ensure_suspend_condition(job, self.clock(), ctx.semantics)
                 if reason is not None:
                     suspend_changed = True
                     self.events.event(job, "Normal", reason, f"Job {reason.lower()}")

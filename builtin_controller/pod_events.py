@@ -191,7 +191,9 @@ class PodEvents:
                 try:
                     await self._handle_orphan(p)
                 except ApiError as exc:
+                    # Retried on its own, with backoff (upstream does this from 1.37).
                     log.warning("removing finalizer from orphan pod %s: %s", key_of(p), exc)
+                    self.orphan_queue.add_rate_limited(("name", ns, api.name(p)))
 
     async def _handle_orphan(self, pod: Obj) -> None:
         """Drop the tracking finalizer from a pod no running Job of ours will count."""

@@ -22,6 +22,7 @@ from builtin_controller import api, success_policy
 from builtin_controller.backoff import BackoffRecord
 from builtin_controller.failure_policy import counts_as_failure, fail_job_message
 from builtin_controller.pods import count_ready, past_backoff_limit_on_failure, pods_with_delayed_deletion_per_index
+from builtin_controller.semantics import Semantics
 from builtin_controller.tracking import failed_indexes, new_finished_pods, succeeded_indexes, uncounted_lists
 from jobapi import conditions as jc
 from jobapi.intervals import Intervals
@@ -49,6 +50,8 @@ class SyncContext:
     job: Obj
     key: str
     pods: list[Obj]
+    #: the release whose Job controller this sync behaves like
+    semantics: Semantics
     expected_rm: frozenset[str] = frozenset()
     active_pods: list[Obj] = field(default_factory=list)
     ready: int = 0
@@ -78,11 +81,11 @@ class SyncContext:
                 self.delayed_deletion = ix.delayed_deletion
 
 
-def new_context(job: Obj, key: str, pods: list[Obj], expected_rm: frozenset[str]) -> SyncContext:
+def new_context(job: Obj, key: str, pods: list[Obj], expected_rm: frozenset[str], semantics: Semantics) -> SyncContext:
     """Counters as they stand: stored ones plus pods finished since, minus ignored failures."""
     st = api.status(job)
     uncounted_succeeded, uncounted_failed = uncounted_lists(st)
-    ctx = SyncContext(job=job, key=key, pods=pods, expected_rm=expected_rm)
+    ctx = SyncContext(job=job, key=key, pods=pods, semantics=semantics, expected_rm=expected_rm)
     ctx.active_pods = [p for p in pods if api.is_active(p)]
     ctx.ready = count_ready(ctx.active_pods)
     ctx.terminating = sum(1 for p in pods if api.is_terminating(p))
@@ -188,15 +191,18 @@ def completions_reached_condition(now: datetime) -> Obj:
                          api.MSG_COMPLETIONS_REACHED, now)
 
 
-def ensure_suspend_condition(job: Obj, now: datetime) -> str | None:
+def ensure_suspend_condition(job: Obj, now: datetime, semantics: Semantics) -> str | None:
     """Bring ``Suspended`` in line with ``spec.suspend``; the event reason when it changed.
 
     Resuming restarts ``startTime``: ``activeDeadlineSeconds`` counts continuous activity,
-    so time spent suspended must not count against it.
+    so time spent suspended must not count against it. From 1.36 suspending also clears it
+    (``Semantics.clear_start_time_on_suspend``).
     """
     conds = api.status_for_update(job).setdefault("conditions", [])
     if api.suspended(job):
         if ensure_condition(conds, api.SUSPENDED, "True", api.REASON_JOB_SUSPENDED, "Job suspended", now):
+            if semantics.clear_start_time_on_suspend:
+                api.status_for_update(job).pop("startTime", None)
             return "Suspended"
         return None
     if ensure_condition(conds, api.SUSPENDED, "False", api.REASON_JOB_RESUMED, "Job resumed", now):

@@ -23,12 +23,13 @@ import logging
 import re
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from builtin_controller import api
 from builtin_controller.controller import JobController
 from clusterbed import kubelet
+from clusterbed.cluster import ClusterSpec
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import JOBS, NAMESPACES, PODS, Obj
@@ -36,6 +37,24 @@ from kruntime.resources import JOBS, NAMESPACES, PODS, Obj
 log = logging.getLogger(__name__)
 
 PREFIX = "bc-"
+#: The Kubernetes release of the differential's two clusters (default: the bed's). The builtin
+#: controller follows the semantics of whatever release its API server reports.
+DIFFERENTIAL_VERSION_ENV = "JOBMIRROR_DIFFERENTIAL_KUBE_VERSION"
+
+
+def differential_specs(version: str | None, upstream: ClusterSpec,
+                       ours: ClusterSpec) -> tuple[ClusterSpec, ClusterSpec]:
+    """The two cluster shapes at ``version`` (``X.Y.Z``; None or empty: as given).
+
+    Another release gets its own cluster names, so a session never mistakes one for the other.
+    """
+    if not version or version == upstream.kube_version:
+        return upstream, ours
+    if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+        raise ValueError(f"{DIFFERENTIAL_VERSION_ENV}={version!r}: want a release like 1.35.4")
+    suffix = "-v" + version.replace(".", "-")
+    return (replace(upstream, name=upstream.name + suffix, kube_version=version),
+            replace(ours, name=ours.name + suffix, kube_version=version))
 
 
 def new_namespace_name() -> str:
@@ -72,6 +91,12 @@ async def ensure_controller(name: str, kubeconfig: str) -> JobController:
     await asyncio.wait_for(ctl.synced.wait(), 60)
     _controllers[name] = (ctl, client)
     return ctl
+
+
+def running_controller(name: str) -> JobController | None:
+    """The controller :func:`ensure_controller` started for cluster ``name``, if any."""
+    entry = _controllers.get(name)
+    return None if entry is None else entry[0]
 
 
 async def stop_controllers() -> None:
@@ -182,6 +207,8 @@ class Driver:
         self.outcome = outcome
         self.on_delete = on_delete
         self.trace: list[tuple[str, str, str]] = []
+        #: whether status.startTime was set, each time that changed (suspending clears it from 1.36)
+        self.start_trace: list[bool] = []
         self._cond_state: dict[str, tuple[str, str]] = {}
         self.seen: dict[str, PodInfo] = {}  # pod uid -> info
         self.pod_names: set[str] = set()
@@ -202,6 +229,9 @@ class Driver:
             fn(etype, job)
         if api.name(job) != self.job_name or etype == "DELETED":
             return
+        started = "startTime" in (job.get("status") or {})
+        if not self.start_trace or self.start_trace[-1] != started:
+            self.start_trace.append(started)
         for c in (job.get("status") or {}).get("conditions") or []:
             t, s, r = c.get("type", ""), c.get("status", ""), c.get("reason", "")
             if self._cond_state.get(t) != (s, r):
@@ -454,6 +484,7 @@ class Driver:
             "failedIndexes": st.get("failedIndexes"),
             "uncounted": (len(u.get("succeeded") or []), len(u.get("failed") or [])),
             "startTime": "startTime" in st,
+            "startTime_trace": list(self.start_trace),
             "completionTime": "completionTime" in st,
             "terminal": next((c["type"] for c in conds if c.get("type") in ("Complete", "Failed")
                               and c.get("status") == "True"), None),

@@ -181,6 +181,18 @@ def suspend_running_then_resume(n: int) -> Step:
     return step
 
 
+def suspend_running(n: int) -> Step:
+    """Run, suspend, and stay suspended (from 1.36 the controller clears startTime)."""
+    def step(d: Driver) -> Awaitable[None]:
+        async def go() -> None:
+            await d.wait_running(n)
+            await d.patch_job({"spec": {"suspend": True}})
+            await d.wait_condition("Suspended")
+            await d.wait(lambda: not d.active(), what="pods deleted on suspend")
+        return go()
+    return step
+
+
 def suspend_indexed_partial(d: Driver) -> Awaitable[None]:
     async def go() -> None:
         await d.wait(lambda: (d.job or {}).get("status", {}).get("succeeded") == 1 and len(d.running()) == 2,
@@ -313,6 +325,9 @@ SCENARIOS: list[Scenario] = [
              steps=resume_after_suspended(), covers="resume"),
     Scenario("suspend-running-then-resume", job_spec(completions=2, parallelism=2),
              outcome=by_ordinal(HANG, HANG), steps=suspend_running_then_resume(2), covers="suspend deletes pods"),
+    Scenario("suspend-running-stays-suspended", job_spec(completions=2, parallelism=2),
+             outcome=by_ordinal(HANG, HANG), steps=suspend_running(2), end="settled", settled_when=suspended,
+             covers="suspend clears startTime (1.36+)"),
     Scenario("suspended-time-does-not-count-for-deadline", job_spec(activeDeadlineSeconds=8),
              outcome=by_ordinal(HANG), steps=suspend_past_deadline_then_resume,
              covers="activeDeadlineSeconds timer reset"),

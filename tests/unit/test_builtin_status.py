@@ -7,11 +7,13 @@ from typing import Any
 
 import pytest
 
-from builtin_controller import api, status, tracking
+from builtin_controller import api, semantics, status, tracking
 from jobapi.intervals import Intervals
 
 NOW = datetime(2026, 11, 23, 10, 0, 0, tzinfo=UTC)
 T = api.format_time(NOW)
+#: the semantics of the differential suite's oracle
+SEM = semantics.semantics_for(semantics.NEWEST_KNOWN)
 
 
 Conds = tuple[tuple[str, str, str], ...] | list[tuple[str, str, str]]
@@ -50,7 +52,7 @@ def mkpod(uid: str, phase: str = "Running", *, index: int | None = None, finaliz
 
 def ctx_for(job: dict[str, Any], pods: list[dict[str, Any]], expected: frozenset[str] = frozenset()
             ) -> status.SyncContext:
-    return status.new_context(job, "ns/j", pods, expected)
+    return status.new_context(job, "ns/j", pods, expected, SEM)
 
 
 # -- counters ---------------------------------------------------------------------------------
@@ -186,15 +188,15 @@ def test_ensure_condition(existing: list[tuple[str, str, str]], new: tuple[str, 
 def test_suspend_and_resume_conditions() -> None:
     job = mkjob(suspend=True)
     later = NOW + timedelta(seconds=5)
-    assert status.ensure_suspend_condition(job, NOW) == "Suspended"
-    assert status.ensure_suspend_condition(job, NOW) is None
+    assert status.ensure_suspend_condition(job, NOW, SEM) == "Suspended"
+    assert status.ensure_suspend_condition(job, NOW, SEM) is None
     job["spec"]["suspend"] = False
-    assert status.ensure_suspend_condition(job, later) == "Resumed"
+    assert status.ensure_suspend_condition(job, later, SEM) == "Resumed"
     assert job["status"]["startTime"] == api.format_time(later)  # the deadline clock restarts
     cond = api.condition(job, "Suspended")
     assert cond is not None and (cond["status"], cond["reason"], cond["message"]) == ("False", "JobResumed",
                                                                                       "Job resumed")
-    assert status.ensure_suspend_condition(mkjob(), NOW) is None  # never suspended: no condition
+    assert status.ensure_suspend_condition(mkjob(), NOW, SEM) is None  # never suspended: no condition
 
 
 @pytest.mark.parametrize(
