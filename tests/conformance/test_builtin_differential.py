@@ -21,10 +21,10 @@ import pytest
 
 from builtin_controller import semantics
 from kruntime.resources import Obj
+from testkit.differential import diff
 from tests.conformance.conftest import OURS, UPSTREAM
 from tests.conformance.harness import running_controller
 from tests.conformance.scenarios import SCENARIOS
-from testkit.differential import diff
 
 pytestmark = pytest.mark.conformance
 
@@ -40,7 +40,8 @@ async def test_same_outcome_as_kube_controller_manager(scenario: str,
     assert not upstream["driver_errors"] and not ours["driver_errors"], (upstream["driver_errors"],
                                                                          ours["driver_errors"])
     differences = diff(upstream, ours)
-    assert not differences, f"{scenario}: builtin controller differs from kube-controller-manager:\n" + "\n".join(differences)
+    assert not differences, (f"{scenario}: builtin controller differs from kube-controller-manager:\n"
+                             + "\n".join(differences))
 
 
 async def test_builtin_follows_the_release_of_its_api_server(
