@@ -1,4 +1,5 @@
-"""``python -m bench [all|mirror|builtin|compare|placement|ab|chaos|behaviour|plot] [flags]`` — see bench/README.md."""
+"""``python -m bench [all|mirror|builtin|compare|placement|versions|ab|chaos|behaviour|plot] [flags]``:
+see bench/README.md."""
 
 from __future__ import annotations
 
@@ -108,6 +109,20 @@ def parser() -> argparse.ArgumentParser:
                     help="comma-separated, in run order (default RoomAware,LeastLoaded)")
     pc.add_argument("--out", type=Path, default=REPO / "results", help="results directory (default: results/)")
     pc.add_argument("--name", default="placement", help="base name of the JSON/PNG (default: placement)")
+    vs = sub.add_parser("versions", help="the user journeys on every (manager, worker) Kubernetes release pair "
+                                         "(bench/versions.py): results/versions.json + .md")
+    vs.add_argument("--managers", default=None,
+                    help="comma-separated manager releases (default: every supported one; 1.37 = its patch)")
+    vs.add_argument("--workers", default=None, help="comma-separated worker releases (default: every supported one)")
+    vs.add_argument("--corners", action="store_true",
+                    help="only the corners CI runs (ignores --managers/--workers)")
+    vs.add_argument("--journeys", default=None, help="comma-separated subset of the journeys (default: all)")
+    vs.add_argument("--parallel", type=int, default=2, help="combinations at once (default 2)")
+    vs.add_argument("--journey-timeout", type=float, default=120.0, help="seconds per journey (default 120)")
+    vs.add_argument("--replay-seed", type=int, default=None, help="status-replay seed (default 22)")
+    vs.add_argument("--replay-examples", type=int, default=None, help="status-replay histories (default 20)")
+    vs.add_argument("--out", type=Path, default=REPO / "results", help="results directory (default: results/)")
+    vs.add_argument("--name", default="versions", help="base name of the JSON/MD (default: versions)")
     bh = sub.add_parser("behaviour", help="the Job catalogue through jobmirror and MultiKueue, side by side")
     bh.add_argument("--out", type=Path, default=REPO / "results")
     bh.add_argument("--systems", default="jobmirror,multikueue", help="comma-separated: jobmirror,multikueue")
@@ -264,6 +279,59 @@ async def _placement(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+async def _versions(args: argparse.Namespace) -> int:
+    """Every planned combination on fresh clusters; exit 1 when a journey did not pass."""
+    import shlex
+    import tempfile
+
+    from bench import versions as vm
+    from bench.env import say
+    from bench.machine import git_info, machine_info, now_iso
+    from clusterbed.build import ensure_binaries
+    from clusterbed.cluster import ClusterBed
+    from clusterbed.versions import SUPPORTED_KUBE_VERSIONS
+
+    try:
+        managers = vm.parse_versions(args.managers) if args.managers else SUPPORTED_KUBE_VERSIONS
+        workers = vm.parse_versions(args.workers) if args.workers else SUPPORTED_KUBE_VERSIONS
+    except ValueError as exc:
+        say(f"versions: {exc}")
+        return 2
+    opts = vm.MatrixOptions(parallel=args.parallel, journey_timeout=args.journey_timeout)
+    if args.journeys:
+        opts.journeys = tuple(j.strip() for j in args.journeys.split(",") if j.strip())
+    if args.replay_seed is not None:
+        opts.replay_seed = args.replay_seed
+    if args.replay_examples is not None:
+        opts.replay_examples = args.replay_examples
+    combos = vm.plan(managers, workers, corners=args.corners)
+    needed = sorted({v for c in combos for v in (c.manager, c.worker)}, key=vm._version_key)
+    say(f"versions: {len(combos)} combinations of {', '.join(needed)}; journeys {', '.join(opts.journeys)}")
+    for v in needed:  # a release not built yet is built first (about 8 min each on 2 cores), not mid-run
+        await asyncio.to_thread(ensure_binaries, v)
+    command = "python -m bench " + " ".join(shlex.quote(a) for a in sys.argv[1:] or ["versions"])
+    started, date = time.monotonic(), now_iso()
+    bed = ClusterBed(Path(tempfile.mkdtemp(prefix="jobmirror-versions-")))
+    pool = vm.ClusterPool(bed.ensure, uses=vm.cluster_uses(combos), delete=bed.delete)
+    task = asyncio.current_task()
+    if task is not None:  # SIGTERM as Ctrl-C: the finally below deletes the clusters
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        results = await vm.run_matrix(combos, pool, opts, say)
+    finally:
+        await asyncio.to_thread(bed.down)
+    doc = vm.result_document(results, opts, command=command, seconds=time.monotonic() - started, date=date,
+                             machine=machine_info(), git=git_info())
+    args.out.mkdir(parents=True, exist_ok=True)
+    jpath, mpath = args.out / f"{args.name}.json", args.out / f"{args.name}.md"
+    jpath.write_text(json.dumps(doc, indent=1) + "\n")
+    md = vm.markdown(doc)
+    mpath.write_text(md)
+    print(md)
+    say(f"wrote {jpath} and {mpath}")
+    return 0 if doc["summary"]["ok"] else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
@@ -298,6 +366,14 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     if args.cmd == "chaos":
         return asyncio.run(_chaos(args))
+    if args.cmd == "versions":
+        try:
+            return asyncio.run(_versions(args))
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            from bench.env import say
+
+            say("versions: interrupted; its controllers were stopped and its clusters deleted")
+            return 130
     if args.cmd == "placement":
         from bench.env import say
 

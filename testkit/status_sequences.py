@@ -563,3 +563,22 @@ def _apply(worker: _Worker, action: str, manager_suspend: bool, now: datetime) -
             worker.sync(now)
             if worker.finished or worker.suspend:
                 break
+
+
+def sample_sequences(seed: int, n: int, max_steps: int = 15) -> list[WorkerSequence]:
+    """``n`` scenarios drawn the way the property tests draw them, the same ones for the same
+    seed: outside a test (``bench versions``) each release pair replays an identical set."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    drawn: list[WorkerSequence] = []
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(worker_sequences(max_steps=max_steps))
+    def collect(seq: WorkerSequence) -> None:
+        drawn.append(seq)
+
+    collect()
+    return drawn[:n]
