@@ -1,5 +1,5 @@
 """A worker on an older Kubernetes minor (1.30): its Job controller writes Complete/Failed
-without SuccessCriteriaMet/FailureTarget, which the manager (1.35) would reject verbatim.
+without SuccessCriteriaMet/FailureTarget, which a manager on any supported release (1.33+) rejects verbatim.
 The mirror must still land a valid, final status on the manager."""
 
 from __future__ import annotations
@@ -148,8 +148,14 @@ async def test_a_refused_template_rewrite_recreates_the_copy_only_after_its_pods
         await env.manager.patch(JOBS, ns, "readmit", {"spec": {"suspend": False}})
         await asyncio.sleep(6)  # several passes at resyncPeriod 1 s: each must wait for the pod
         copy = await env.get("readmit", old)
-        assert copy is not None and copy["metadata"]["uid"] == copy_uid, "re-created while a pod had not ended"
-        assert "CopyRecreated" not in [e["reason"] for e in await env.events("readmit")]
+        if copy is None or copy["metadata"]["uid"] != copy_uid:
+            # Re-created already: only right if the held pod had ended. The worker's pod GC marks an
+            # unscheduled terminating pod Failed (every 20 s), which may fall into this window.
+            held = await old.get(PODS, ns, first["metadata"]["name"])
+            assert (held.get("status") or {}).get("phase") in ("Succeeded", "Failed"), (
+                f"re-created while a pod had not ended: {held.get('status')}")
+        else:
+            assert "CopyRecreated" not in [e["reason"] for e in await env.events("readmit")]
 
         await old.patch(PODS, ns, first["metadata"]["name"], {"metadata": {"finalizers": None}})
 
