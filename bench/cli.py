@@ -281,6 +281,7 @@ async def _placement(args: argparse.Namespace) -> int:
 
 async def _versions(args: argparse.Namespace) -> int:
     """Every planned combination on fresh clusters; exit 1 when a journey did not pass."""
+    import logging
     import shlex
     import tempfile
 
@@ -309,6 +310,16 @@ async def _versions(args: argparse.Namespace) -> int:
     say(f"versions: {len(combos)} combinations of {', '.join(needed)}; journeys {', '.join(opts.journeys)}")
     for v in needed:  # a release not built yet is built first (about 8 min each on 2 cores), not mid-run
         await asyncio.to_thread(ensure_binaries, v)
+    # The in-process controllers' logs (one per combination; each line names its Job's namespace)
+    log_path = args.out / "logs" / f"{args.name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_path, mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    for logger in ("mirror", "kruntime"):
+        logging.getLogger(logger).addHandler(handler)
+        logging.getLogger(logger).setLevel(logging.INFO)
+        logging.getLogger(logger).propagate = False
+    say(f"versions: controller logs in {log_path}")
     command = "python -m bench " + " ".join(shlex.quote(a) for a in sys.argv[1:] or ["versions"])
     started, date = time.monotonic(), now_iso()
     bed = ClusterBed(Path(tempfile.mkdtemp(prefix="jobmirror-versions-")))

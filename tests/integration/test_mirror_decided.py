@@ -41,6 +41,15 @@ async def _decide(env: MirrorEnv, name: str, ctype: str, reason: str, message: s
               "lastProbeTime": now, "lastTransitionTime": now}]
     await env.manager.patch(JOBS, env.ns, name, {"status": {"conditions": conds}}, subresource="status")
 
+    # In production the mirror writes this condition itself, so it knows it; written here, a copy
+    # deleted before the controller's cache has it is re-created like any undecided Job's (seen
+    # once in bench versions under load: Dispatched twice, the Job re-run, no FinishedWithoutCopy).
+    async def seen() -> bool:
+        return all(cond(c.jobs.get(f"{env.ns}/{name}") if c.jobs is not None else None, ctype) == "True"
+                   for c, _ in env.controllers)
+
+    await wait_for(seen, timeout=30, what=f"{ctype} in the controller's cache")
+
 
 async def _progressing_on_worker_1(env: MirrorEnv, name: str) -> str:
     """A 5-completion Job pinned to worker-1, once one completion is mirrored; its uid."""

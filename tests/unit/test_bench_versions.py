@@ -54,9 +54,9 @@ def _journey(name: str, outcome: str = "passed", **kw: Any) -> dict[str, Any]:
 
 def _doc() -> dict[str, Any]:
     combos = [
-        {"manager": {"version": "1.37.2"}, "worker": {"version": "1.37.2"}, "seconds": 40.0,
+        {"manager": {"version": "1.37.2"}, "worker": {"version": "1.37.2"}, "seconds": 40.0, "journeysSeconds": 30.0,
          "journeys": [_journey("readmission", notes={"copyRewrite": "in place"}), _journey("status-replay")]},
-        {"manager": {"version": "1.37.2"}, "worker": {"version": "1.33.7"}, "seconds": 50.0,
+        {"manager": {"version": "1.37.2"}, "worker": {"version": "1.33.7"}, "seconds": 50.0, "journeysSeconds": 45.0,
          "journeys": [_journey("readmission", notes={"copyRewrite": "recreated"}),
                       _journey("status-replay", "failed", step="replay", message="step 3 rejected\nold=...")]},
         {"manager": {"version": "1.36.4"}, "worker": {"version": "1.37.2"}, "seconds": 1.0,
