@@ -1,4 +1,4 @@
-"""``bench compare``: jobmirror, MultiKueue and the bare-API limit on the same bed, one run.
+"""``bench compare``: jobmirror, MultiKueue, the guarantees floor and the bare-API limit on the same bed, one run.
 
 Every contender gets freshly built clusters (manager + 2 kwok workers), the same Job
 manifests, the same watches (:class:`bench.mirror_bench.Tracker`) and the same scrapes
@@ -9,6 +9,9 @@ not always favour the same one.
 Contenders (keys):
 
 - ``bare``: :mod:`bench.bare` — create copy, copy final status, delete copy; no decisions.
+- ``floor``: :mod:`bench.floor` — exactly what jobmirror's guarantees need: claim (finalizer +
+  placement, resourceVersion precondition), create copy, one valid final status, delete copy,
+  release the finalizer. jobmirror ÷ floor is the price of everything else it does.
 - ``jobmirror``: defaults (200 QPS / burst 400 per cluster, 32 reconcilers).
 - ``jobmirror-5qps``: 5 QPS / burst 10 on every worker connection, as MultiKueue v0.19.2.
 - ``multikueue``: Kueue v0.19.2 with its shipped configuration (manager client 300/500,
@@ -66,7 +69,7 @@ MIRROR_QPS, MIRROR_BURST, MIRROR_RECONCILERS = 200.0, 400, 32
 @dataclass(frozen=True)
 class Contender:
     key: str
-    system: str  # bare | jobmirror | multikueue
+    system: str  # bare | floor | jobmirror | multikueue
     label: str
     worker_qps: float | None = None  # None: the system's default
     worker_burst: int | None = None
@@ -75,6 +78,7 @@ class Contender:
 
 CONTENDERS: dict[str, Contender] = {c.key: c for c in (
     Contender("bare", "bare", f"bare-API limit ({MIRROR_QPS:g}/{MIRROR_BURST})"),
+    Contender("floor", "floor", f"guarantees floor ({MIRROR_QPS:g}/{MIRROR_BURST})"),
     Contender("jobmirror", "jobmirror", f"jobmirror defaults ({MIRROR_QPS:g}/{MIRROR_BURST})"),
     Contender("jobmirror-5qps", "jobmirror", "jobmirror, workers 5/10", worker_qps=5, worker_burst=10),
     Contender("multikueue", "multikueue", f"MultiKueue v{versions.KUEUE_VERSION} shipped config",
@@ -124,9 +128,10 @@ class Running:
 
 def manifests(c: Contender, n: int, run_id: str, pod_duration: str) -> list[Obj]:
     """The same one-pod Jobs for everybody; only what claims them differs."""
-    from bench.bare import MANAGED_BY as BARE
+    from bench import bare, floor
 
-    managed_by = {"bare": BARE, "jobmirror": DEFAULT_CONTROLLER_NAME}.get(c.system)
+    managed_by = {"bare": bare.MANAGED_BY, "floor": floor.MANAGED_BY,
+                  "jobmirror": DEFAULT_CONTROLLER_NAME}.get(c.system)
     jobs = [job_manifest(f"job-{i:05d}", run_id, managed_by=managed_by, pod_duration=pod_duration,
                          requests=REQUESTS) for i in range(n)]
     return [queued_job(j) for j in jobs] if c.system == "multikueue" else jobs
@@ -154,16 +159,16 @@ async def start(c: Contender, bed: ClusterBed, clusters: dict[str, LocalCluster]
         env.say(f"{c.key}: MultiKueue Active in {secs:.1f}s")
         return Running({f"kueue-{k}": p for k, p in mk.procs.items()}, mk)
     port = env.free_port()
-    if c.system == "bare":
-        argv = [sys.executable, "-m", "bench.bare", "--manager", str(clusters["manager"].kubeconfig),
+    if c.system in ("bare", "floor"):  # bench.minimal processes: the same flags
+        argv = [sys.executable, "-m", f"bench.{c.system}", "--manager", str(clusters["manager"].kubeconfig),
                 *[a for w in workers for a in ("--worker", f"{w}={clusters[w].kubeconfig}")],
                 "--namespace", namespaces[0], "--origin", ORIGIN,
                 "--qps", str(MIRROR_QPS), "--burst", str(MIRROR_BURST),
                 "--concurrency", str(MIRROR_RECONCILERS), "--health-port", str(port)]
-        p = env.ControllerProcess(f"bare-{n}", argv, logs / f"{c.key}-{n}.log", port)
+        p = env.ControllerProcess(f"{c.key}-{n}", argv, logs / f"{c.key}-{n}.log", port)
         p.start()
         await p.wait_ready()
-        return Running({"bare": p})
+        return Running({c.system: p})
     cfg: dict[str, Any] = {
         "controllerName": DEFAULT_CONTROLLER_NAME, "origin": ORIGIN,
         "managerKubeconfig": str(clusters["manager"].kubeconfig),
@@ -194,7 +199,7 @@ async def _scrape(clients: dict[str, ClusterClient]) -> dict[str, list[promtext.
 async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
                   clusters: dict[str, LocalCluster]) -> dict[str, Any]:
     """Start ``c``, submit ``n`` Jobs, wait for all-Complete on the manager, and measure as mirror_bench does."""
-    from bench.bare import FIELD_MANAGER as BARE_FM
+    from bench import bare, floor
     from bench.machine import git_info
 
     run_id = uuid.uuid4().hex[:8]
@@ -206,7 +211,8 @@ async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
     for cl in clients.values():
         await ensure_namespace(cl, NAMESPACE)
     # Whose status write on the manager marks "propagated" in the managedFields view.
-    tracker = Tracker(status_manager={"jobmirror": FIELD_MANAGER, "bare": BARE_FM}.get(c.system))
+    tracker = Tracker(status_manager={"jobmirror": FIELD_MANAGER, "bare": bare.FIELD_MANAGER,
+                                      "floor": floor.FIELD_MANAGER}.get(c.system))
     informers = [Informer(clients["manager"], JOBS, namespace=NAMESPACE)]
     informers[0].add_handler(tracker.on_manager)
     for w in WORKERS:
@@ -248,8 +254,11 @@ async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
             done = await env.wait_until(lambda: tracker.counts["managerDone"] >= len(sub.acked),
                                         timeout - (time.time() - t0), 0.05)
             t_done = time.time()
-            cleaned = await env.wait_until(lambda: tracker.counts["remoteDeleted"] >= len(sub.acked),
-                                           opts.cleanup_timeout, 0.1) if done else False
+            # Finished is when every copy is gone and our finalizer released (a contender without
+            # one counts as released once Complete): the release is part of each Job's cost.
+            cleaned = await env.wait_until(
+                lambda: min(tracker.counts["remoteDeleted"], tracker.counts["released"]) >= len(sub.acked),
+                opts.cleanup_timeout, 0.1) if done else False
             t_clean = time.time()
         await asyncio.sleep(1.0)
         after = await _scrape(clients)
@@ -265,7 +274,8 @@ async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
         res.update(_results(n, tracker, sub, t0, t_done, t_clean))
         measured = t_after - t0
         api: dict[str, Any] = {
-            "window": "first create → all manager Jobs Complete and every remote copy deleted, or the cleanup "
+            "window": "first create → all manager Jobs Complete, every remote copy deleted and every finalizer "
+                      "released, or the cleanup "
                       f"timeout ({opts.cleanup_timeout:.0f} s) (+1 s)",
             "windowSeconds": round(measured, 2),
         }
@@ -276,6 +286,9 @@ async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
         api["workersCombined"] = {"total": wsum, "perJob": round(wsum / n, 2),
                                   "perJobExcludingIdle": round(sum(api[w]["perJobExcludingIdle"] for w in WORKERS), 2)}
         api["byVerb"] = {k: verbs(before[k], after[k], n) for k in clients}
+        api["managerOwnCalls"] = own_calls(promtext.counter_delta(
+            before["manager"], after["manager"], "apiserver_request_total",
+            ("verb", "group", "resource", "subresource")), n)
         if ctrl_before is not None:
             api["controllerClientSide"] = _client_side(ctrl_before, ctrl_after, n)
         res["apiRequests"] = api
@@ -308,6 +321,36 @@ async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
         for cl in clients.values():
             await cl.close()
     return res
+
+
+#: what the systems act on per Job, by API group and resource (None: any resource of the group); the
+#: bed's own traffic (leases, endpoints, openapi, ...) is on none of them
+OWN_RESOURCES: dict[str, str | None] = {"batch": "jobs", "": "events", "events.k8s.io": "events",
+                                        "kueue.x-k8s.io": None}
+#: long-lived: not a per-Job cost
+NOT_OWN_VERBS = ("LIST", "WATCH")
+#: the benchmark's own Job creates
+BENCH_OWN = ("POST", "batch", "jobs", "")
+
+
+def own_calls(deltas: dict[tuple[str, ...], float], n: int) -> dict[str, float]:
+    """The contender's own manager calls per Job, by ``verb resource [subresource]`` and in total.
+
+    ``deltas``: ``apiserver_request_total`` growth by (verb, group, resource, subresource), so it
+    counts every system alike, MultiKueue's Workloads too: requests on Jobs, Events and Kueue's
+    objects, without the benchmark's own creates and list/watch.
+    """
+    out: dict[str, float] = {}
+    total = 0.0
+    for (verb, group, resource, sub), count in sorted(deltas.items()):
+        if (verb, group, resource, sub) == BENCH_OWN or verb in NOT_OWN_VERBS or group not in OWN_RESOURCES \
+                or OWN_RESOURCES[group] not in (None, resource):
+            continue
+        key = " ".join(p for p in (verb, resource, sub) if p)
+        out[key] = round(out.get(key, 0.0) + count / n, 3)
+        total += count
+    out["total"] = round(total / n, 3)
+    return out
 
 
 def verbs(before: list[promtext.Sample], after: list[promtext.Sample], n: int) -> dict[str, float]:
@@ -392,6 +435,7 @@ def headline(r: dict[str, Any]) -> dict[str, Any]:
         "dispatch": {q: lat["dispatch"]["watch"][q] for q in ("p50", "p95", "p99")},
         "status": {q: lat["statusPropagation"]["watch"][q] for q in ("p50", "p95", "p99")},
         "managerPerJob": api["manager"]["perJobExcludingIdle"],
+        "managerOwnPerJob": (api.get("managerOwnCalls") or {}).get("total"),
         "workersPerJob": api["workersCombined"]["perJobExcludingIdle"],
         "cpuSeconds": r["controller"]["cpuSecondsWorkload"],
         "cpuMsPerJob": round(1000 * r["controller"]["cpuSecondsPerJob"], 2),
@@ -401,7 +445,7 @@ def headline(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def ratios(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
-    """Ratios from the same run: jobmirror's dispatch rate against the limit and MultiKueue."""
+    """Ratios from the same run: jobmirror's dispatch rate against the floor, the limit and MultiKueue."""
     def rate(k: str) -> float | None:
         r = results.get(k) or {}
         return None if "error" in r or not r else dispatch_rate(r)[0]
@@ -410,7 +454,9 @@ def ratios(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
         return None if a is None or not b else round(a / b, 2)
 
     return {
+        "jobmirrorOverFloor": div(rate("jobmirror"), rate("floor")),
         "jobmirrorOverBare": div(rate("jobmirror"), rate("bare")),
+        "floorOverBare": div(rate("floor"), rate("bare")),
         "jobmirrorOverMultikueue": div(rate("jobmirror"), rate("multikueue")),
         "jobmirror5qpsOverMultikueue": div(rate("jobmirror-5qps"), rate("multikueue")),
         "jobmirrorOverMultikueueEqual": div(rate("jobmirror"), rate("multikueue-equal")),
@@ -420,8 +466,9 @@ def ratios(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
 def markdown_table(result: dict[str, Any]) -> str:
     """The README's side-by-side table of one compare run."""
     lines = ["| Jobs | contender | all Complete (s) | dispatches/s | dispatch p50/p95/p99 (s) | "
-             "status p50/p95/p99 (s) | API/Job manager · workers | CPU s (ms/Job) | peak RSS MiB |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "status p50/p95/p99 (s) | API/Job manager · workers | own manager calls/Job | CPU s (ms/Job) | "
+             "peak RSS MiB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
 
     def f(x: Any) -> str:
         return "-" if x is None else (f"{x:.2f}" if isinstance(x, float) else str(x))
@@ -434,23 +481,35 @@ def markdown_table(result: dict[str, Any]) -> str:
             h = headline(r)
             label = result["contenders"][key]["label"]
             if "error" in h:
-                lines.append(f"| {row['jobs']} | {label} | failed: {h['error'][:80]} ||||||| ")
+                lines.append(f"| {row['jobs']} | {label} | failed: {h['error'][:80]} |||||||| ")
                 continue
             if h["timedOut"]:
                 # Latencies and per-Job costs of an unfinished run cover only the Jobs that got
                 # through (the slowest never did): not comparable, so not shown.
                 lines.append(
                     f"| {row['jobs']} | {label} | timed out ({h['completed']}/{row['jobs']} Complete) | "
-                    f"{f(h['dispatchesPerSecond'])} (partial) | n/a | n/a | n/a | {f(h['cpuSeconds'])} (n/a) | "
+                    f"{f(h['dispatchesPerSecond'])} (partial) | n/a | n/a | n/a | n/a | {f(h['cpuSeconds'])} (n/a) | "
                     f"{f(h['peakRssMiB'])} |")
                 continue
             lines.append(
                 f"| {row['jobs']} | {label} | {f(h['allCompleteSeconds'])} | {f(h['dispatchesPerSecond'])} | "
                 f"{'/'.join(f(h['dispatch'][q]) for q in ('p50', 'p95', 'p99'))} | "
                 f"{'/'.join(f(h['status'][q]) for q in ('p50', 'p95', 'p99'))} | "
-                f"{f(h['managerPerJob'])} · {f(h['workersPerJob'])} | {f(h['cpuSeconds'])} ({f(h['cpuMsPerJob'])}) | "
-                f"{f(h['peakRssMiB'])} |")
+                f"{f(h['managerPerJob'])} · {f(h['workersPerJob'])} | {f(h['managerOwnPerJob'])} | "
+                f"{f(h['cpuSeconds'])} ({f(h['cpuMsPerJob'])}) | {f(h['peakRssMiB'])} |")
+    shown = [(k, label) for k, label in RATIO_LABELS if any((r.get("ratios") or {}).get(k) is not None
+                                                            for r in result["runs"])]
+    if shown:
+        lines += ["", "| Jobs | " + " | ".join(label for _, label in shown) + " |",
+                  "|---|" + "---:|" * len(shown)]
+        lines += [f"| {r['jobs']} | " + " | ".join(f((r.get("ratios") or {}).get(k)) for k, _ in shown) + " |"
+                  for r in result["runs"]]
     return "\n".join(lines)
+
+
+#: the same-run ratios of copies created per second the table shows, when both sides ran
+RATIO_LABELS = (("jobmirrorOverFloor", "jobmirror ÷ floor"), ("jobmirrorOverBare", "jobmirror ÷ bare"),
+                ("floorOverBare", "floor ÷ bare"), ("jobmirrorOverMultikueue", "jobmirror ÷ MultiKueue"))
 
 
 def summary_line(r: dict[str, Any]) -> None:
@@ -459,5 +518,5 @@ def summary_line(r: dict[str, Any]) -> None:
         return
     env.say(f"{r['contender']} n={r['jobs']}: all Complete {h['allCompleteSeconds']} s, {h['dispatchesPerSecond']} "
             f"dispatches/s, dispatch p99 {h['dispatch']['p99']} s, status p99 {h['status']['p99']} s, API/Job "
-            f"manager {h['managerPerJob']} workers {h['workersPerJob']}, CPU {h['cpuSeconds']} s, "
-            f"peak RSS {h['peakRssMiB']} MiB")
+            f"manager {h['managerPerJob']} (own {h['managerOwnPerJob']}) workers {h['workersPerJob']}, "
+            f"CPU {h['cpuSeconds']} s, peak RSS {h['peakRssMiB']} MiB")

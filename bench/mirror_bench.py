@@ -471,10 +471,13 @@ def render_profile(session: Path, stem: Path) -> dict[str, str]:
 
 
 def _results(n: int, tr: Tracker, sub: Submission, t0: float, t_done: float, t_clean: float) -> dict[str, Any]:
-    js = [tr.jobs[name] for name in sorted(tr.jobs)]
-    disp_watch = _diffs([(j.mgr_seen, j.remote_seen) for j in js])
+    names = sorted(tr.jobs)
+    js = [tr.jobs[name] for name in names]
+    # Dispatch starts when the manager Job's create was sent: the copy cannot exist before that, so
+    # the difference cannot go negative (the manager stream's ADDED could arrive after the copy's).
+    disp_watch = _diffs([(sub.sent.get(name), j.remote_seen) for name, j in zip(names, js, strict=True)])
     disp_ts = _diffs([(j.mgr_created, j.remote_created) for j in js])
-    stat_watch = _diffs([(j.remote_done_seen, j.mgr_done_seen) for j in js])
+    stat_watch, stat_raised = stats.not_below_zero(_diffs([(j.remote_done_seen, j.mgr_done_seen) for j in js]))
     stat_mf = _diffs([(j.remote_status_written, j.mgr_status_written) for j in js])
     e2e = _diffs([(j.mgr_seen, j.mgr_done_seen) for j in js])
     remote_run = _diffs([(j.remote_seen, j.remote_done_seen) for j in js])
@@ -518,14 +521,19 @@ def _results(n: int, tr: Tracker, sub: Submission, t0: float, t_done: float, t_c
             "dispatch": {
                 "watch": stats.summarize(disp_watch),
                 "objectTimestamps": stats.summarize(disp_ts),
-                "note": "watch = local receive time of the remote copy's ADDED event minus that of the manager "
-                        "Job's ADDED event (ms resolution, includes watch delivery); objectTimestamps = remote "
-                        "creationTimestamp minus manager creationTimestamp (1 s granularity: ±1 s per sample)",
+                "note": "watch = local receive time of the remote copy's ADDED event minus the local time the "
+                        "manager Job's create was sent (ms resolution, one clock; includes the create call itself, "
+                        "see createCall, and the copy's watch delivery; cannot be negative: the copy cannot exist "
+                        "before its manager Job's create was sent); objectTimestamps = remote creationTimestamp "
+                        "minus manager creationTimestamp (1 s granularity: ±1 s per sample)",
             },
             "statusPropagation": {
                 "watch": stats.summarize(stat_watch),
                 "managedFields": stats.summarize(stat_mf),
-                "note": "watch = local receive time of Complete on the manager Job minus that on the worker Job; "
+                "watchRaisedToZero": stat_raised,
+                "note": "watch = local receive time of Complete on the manager Job minus that on the worker Job, "
+                        "raised to 0 where negative (watchRaisedToZero: the worker stream delivered later than the "
+                        "whole propagation path did, so the true value lies between 0 and that skew); "
                         "managedFields = manager's status entry time (manager 'jobmirror') minus the worker's "
                         "status entry time (its Job controller) at the write that made each Complete "
                         "(1 s granularity: ±1 s per sample)",

@@ -58,3 +58,21 @@ def ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or b == 0:
         return None
     return a / b
+
+
+def not_below_zero(diffs: Iterable[float | None]) -> tuple[list[float | None], int]:
+    """``diffs`` with negatives raised to 0, and how many were.
+
+    For a latency whose end cannot precede its start in fact, timed by the receive times of two
+    watch streams on one clock: a negative value only says the start's stream delivered later
+    than the end's whole path did, so the true latency lies between 0 and that delivery skew; 0
+    is the nearest value it can have. The count says how often that happened.
+    """
+    out: list[float | None] = []
+    raised = 0
+    for d in diffs:
+        if d is not None and d < 0:
+            raised += 1
+            d = 0.0
+        out.append(d)
+    return out, raised

@@ -84,6 +84,7 @@ def test_order_alternates_between_rounds(round_index: int, expected: list[str]) 
 def test_manifests_differ_only_in_who_claims_them() -> None:
     per = {k: compare.manifests(c, 2, "r", "1s") for k, c in compare.CONTENDERS.items()}
     assert per["bare"][0]["spec"]["managedBy"] == "bench.jobmirror.dev/bare"
+    assert per["floor"][0]["spec"]["managedBy"] == "bench.jobmirror.dev/floor"
     assert per["jobmirror"][0]["spec"]["managedBy"] == DEFAULT_CONTROLLER_NAME
     assert per["multikueue"][1]["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
     for jobs in per.values():
@@ -99,6 +100,9 @@ def _run(rate: float | None, error: bool = False) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("results", "key", "expected"), [
     ({"jobmirror": _run(40), "bare": _run(50)}, "jobmirrorOverBare", 0.8),
+    ({"jobmirror": _run(40), "floor": _run(44), "bare": _run(50)}, "jobmirrorOverFloor", 0.91),
+    ({"floor": _run(44), "bare": _run(55)}, "floorOverBare", 0.8),
+    ({"jobmirror": _run(40), "floor": _run(0, error=True)}, "jobmirrorOverFloor", None),
     ({"jobmirror": _run(40), "multikueue": _run(4)}, "jobmirrorOverMultikueue", 10.0),
     ({"jobmirror": _run(40), "multikueue": _run(None)}, "jobmirrorOverMultikueue", None),
     ({"jobmirror": _run(40), "multikueue": _run(0, error=True)}, "jobmirrorOverMultikueue", None),
@@ -117,7 +121,8 @@ def _full(rate: float, timed_out: bool = False) -> dict[str, Any]:
             "throughput": {"allCompleteSeconds": None if timed_out else 3.5,
                            "dispatchedPerSecond": None if timed_out else rate},
             "latencySeconds": {"dispatch": {"watch": lat}, "statusPropagation": {"watch": lat}},
-            "apiRequests": {"manager": {"perJobExcludingIdle": 2.0}, "workersCombined": {"perJobExcludingIdle": 9.0}},
+            "apiRequests": {"manager": {"perJobExcludingIdle": 2.0}, "workersCombined": {"perJobExcludingIdle": 9.0},
+                            "managerOwnCalls": {"total": 3.0}},
             "controller": {"cpuSecondsWorkload": 0.5, "cpuSecondsPerJob": 0.05, "peakRssMiB": 90.0}}
 
 
@@ -126,10 +131,42 @@ def test_markdown_table_has_a_row_per_contender_and_says_timeouts_and_failures()
               "runs": [{"jobs": 10, "results": {"bare": _full(5.0), "multikueue": _full(1.0, timed_out=True),
                                                 "jobmirror": {"error": "it broke"}}}]}
     table = compare.markdown_table(result).splitlines()
-    assert len(table) == 5
-    assert "| 10 | bare | 3.50 | 5.00 | 0.10/0.20/0.30 |" in table[2]
+    assert len(table) == 5  # no ratio could be taken: no ratio table
+    assert "| 10 | bare | 3.50 | 5.00 | 0.10/0.20/0.30 | 0.10/0.20/0.30 | 2.00 · 9.00 | 3.00 |" in table[2]
     assert "timed out (7/10 Complete) | 0.75 (partial) | n/a |" in table[3]  # 3 copies from 0.5 s to 4.5 s
     assert "failed: it broke" in table[4]
+    assert {line.count("|") for line in table} == {11}
+
+
+def test_markdown_table_ends_with_the_same_run_ratios_that_exist() -> None:
+    result = {"contenders": {k: {"label": k} for k in ("bare", "floor", "jobmirror")},
+              "runs": [{"jobs": 10, "results": {k: _full(5.0) for k in ("bare", "floor", "jobmirror")},
+                        "ratios": {"jobmirrorOverFloor": 0.5, "jobmirrorOverBare": 0.4, "floorOverBare": 0.8,
+                                   "jobmirrorOverMultikueue": None}}]}
+    table = compare.markdown_table(result).splitlines()
+    assert table[-3:] == ["| Jobs | jobmirror ÷ floor | jobmirror ÷ bare | floor ÷ bare |", "|---|---:|---:|---:|",
+                          "| 10 | 0.50 | 0.40 | 0.80 |"]
+
+
+@pytest.mark.parametrize(("by", "expected"), [
+    # the floor: claim, status, release; the benchmark's creates, lists, watches and the bed's own traffic
+    # (leases, endpoints, openapi) are nobody's
+    ({("POST", "batch", "jobs", ""): 10, ("PATCH", "batch", "jobs", ""): 20, ("PATCH", "batch", "jobs", "status"): 10,
+      ("LIST", "batch", "jobs", ""): 3, ("WATCH", "batch", "jobs", ""): 3,
+      ("PUT", "coordination.k8s.io", "leases", ""): 7, ("GET", "", "endpoints", ""): 1,
+      ("GET", "", "openapi/v3", ""): 2}, {"PATCH jobs": 2.0, "PATCH jobs status": 1.0, "total": 3.0}),
+    # jobmirror: status PUTs, events (both APIs) and a read
+    ({("POST", "batch", "jobs", ""): 10, ("PATCH", "batch", "jobs", ""): 20, ("PUT", "batch", "jobs", "status"): 21,
+      ("POST", "", "events", ""): 10, ("POST", "events.k8s.io", "events", ""): 4, ("GET", "batch", "jobs", ""): 1},
+     {"GET jobs": 0.1, "PATCH jobs": 2.0, "POST events": 1.4, "PUT jobs status": 2.1, "total": 5.6}),
+    # MultiKueue: its Workloads count, its lists do not
+    ({("POST", "kueue.x-k8s.io", "workloads", ""): 10, ("PUT", "kueue.x-k8s.io", "workloads", "status"): 30,
+      ("LIST", "kueue.x-k8s.io", "workloads", ""): 2}, {"POST workloads": 1.0, "PUT workloads status": 3.0,
+                                                          "total": 4.0}),
+    ({("POST", "batch", "jobs", ""): 10}, {"total": 0.0}),
+], ids=["floor", "jobmirror", "multikueue", "nothing"])
+def test_own_calls_are_the_contenders_alone(by: dict[tuple[str, ...], float], expected: dict[str, float]) -> None:
+    assert compare.own_calls(by, 10) == expected
 
 
 def test_behaviour_manifests_carry_the_case_and_the_system() -> None:
@@ -164,17 +201,42 @@ def test_behaviour_records_conditions_in_order_of_first_appearance() -> None:
 
 
 @pytest.mark.parametrize(
-    ("contenders", "title"),
+    ("contenders", "failed", "title"),
     [
-        (["bare", "jobmirror"], "the bare-API limit vs jobmirror"),
-        (["jobmirror", "jobmirror-5qps"], "jobmirror"),
-        (["jobmirror", "multikueue", "multikueue-equal", "bare"],
+        (["bare", "jobmirror"], set(), "the bare-API limit vs jobmirror"),
+        (["bare", "floor", "jobmirror"], set(), "the bare-API limit vs the guarantees floor vs jobmirror"),
+        (["jobmirror", "jobmirror-5qps"], set(), "jobmirror"),
+        (["jobmirror", "multikueue", "multikueue-equal", "bare"], set(),
          "jobmirror vs MultiKueue v0.19.2 vs the bare-API limit"),
+        # asked for, but Kueue never started: not named
+        (["jobmirror", "multikueue", "multikueue-equal", "bare"], {"multikueue", "multikueue-equal"},
+         "jobmirror vs the bare-API limit"),
+        (["multikueue"], {"multikueue"}, "nothing ran"),
     ],
-    ids=["no-kueue", "jobmirror-only", "all"],
+    ids=["no-kueue", "floor", "jobmirror-only", "all", "kueue-failed", "all-failed"],
 )
-def test_the_compare_plot_names_only_what_ran(contenders: list[str], title: str) -> None:
+def test_the_compare_plot_names_only_what_ran(contenders: list[str], failed: set[str], title: str) -> None:
     from bench.plot import compare_title
 
-    result = {"kueueVersion": "0.19.2", "contenders": {k: {} for k in contenders}}
+    results = {k: {"error": "no Kueue"} if k in failed else {"jobs": 10} for k in contenders}
+    result = {"kueueVersion": "0.19.2", "contenders": {k: {} for k in contenders},
+              "runs": [{"jobs": 10, "results": results}, {"jobs": 100, "results": {}}]}
     assert compare_title(result).startswith(title + " — ")
+
+
+def test_latencies_cannot_go_negative_when_a_watch_stream_lags() -> None:
+    """The manager stream delivers a Job's ADDED after its copy's, and a worker stream its Complete after the
+    manager's: dispatch is timed from the create sent (causal), status is raised to 0 and counted."""
+    from bench.mirror_bench import JobTimes, Tracker, _results
+    from bench.workload import Submission
+
+    tr = Tracker()
+    tr.jobs = {
+        "a": JobTimes(mgr_seen=10.30, remote_seen=10.20, remote_done_seen=12.0, mgr_done_seen=11.9, worker="w"),
+        "b": JobTimes(mgr_seen=10.05, remote_seen=10.40, remote_done_seen=12.0, mgr_done_seen=12.25, worker="w"),
+    }
+    sub = Submission(sent={"a": 10.0, "b": 10.0}, acked={"a": 10.01, "b": 10.01})
+    res = _results(2, tr, sub, 10.0, 13.0, 13.5)
+    assert res["samples"]["dispatchWatch"] == [200.0, 400.0]
+    assert res["samples"]["statusWatch"] == [0.0, 250.0]
+    assert res["latencySeconds"]["statusPropagation"]["watchRaisedToZero"] == 1

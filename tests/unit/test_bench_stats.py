@@ -77,3 +77,15 @@ def test_rate_and_ratio() -> None:
     assert rate(100, 0) is None and rate(1, None) is None
     assert ratio(3.0, 2.0) == 1.5
     assert ratio(1.0, 0) is None and ratio(None, 1.0) is None
+
+
+@pytest.mark.parametrize(("diffs", "expected", "raised"), [
+    ([0.2, None, 0.0], [0.2, None, 0.0], 0),
+    ([-0.1, 0.3, -2.0], [0.0, 0.3, 0.0], 2),
+    ([], [], 0),
+], ids=["untouched", "negatives-raised", "empty"])
+def test_not_below_zero_raises_negatives_and_counts_them(diffs: list[float | None], expected: list[float | None],
+                                                         raised: int) -> None:
+    from bench.stats import not_below_zero
+
+    assert not_below_zero(diffs) == (expected, raised)
