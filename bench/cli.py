@@ -80,18 +80,21 @@ def parser() -> argparse.ArgumentParser:
     ch.add_argument("--out", type=Path, default=REPO / "results", help="results directory (default: results/)")
     ch.add_argument("--name", default="chaos", help="base name of the JSON/PNG (default: chaos)")
     cmp_ = sub.add_parser("compare", parents=[common],
-                          help="jobmirror vs MultiKueue vs the bare-API limit, same bed, one run")
+                          help="jobmirror vs MultiKueue vs the guarantees floor vs the bare-API limit, one run")
     k = cmp_.add_argument_group("compare")
     k.add_argument("--jobs", "--sizes", dest="sizes", type=_sizes, default=DEFAULT_SIZES,
                    help="comma-separated Job counts (default 100,1000; 5000 as e.g. --jobs 100,1000,5000)")
     k.add_argument("--contenders", default=None,
-                   help="comma-separated subset of bare,jobmirror,jobmirror-5qps,multikueue,multikueue-equal "
+                   help="comma-separated subset of bare,floor,jobmirror,jobmirror-5qps,multikueue,multikueue-equal "
                         "(default: all; MultiKueue builds Kueue on first use, 10-20 min)")
     k.add_argument("--worker-nodes", type=int, default=4, help="kwok nodes per worker (110 pods each)")
     k.add_argument("--timeout", type=float, default=None, help="seconds per contender and size (default 120 + 1/Job)")
     k.add_argument("--cleanup-timeout", type=float, default=60.0, help="seconds to wait for remote copies to go")
     k.add_argument("--idle-window", type=float, default=5.0,
                    help="seconds of idle API-server traffic measured before each run (subtracted per Job)")
+    k.add_argument("--shared-bed", action="store_true",
+                   help="one bed per size for every contender, each in its own namespace: faster, for smoke tests "
+                        "only (the figures are not comparable)")
     pc = sub.add_parser("placement", help="placement policies side by side on one unequal bed, beside the lower "
                                           "bound, and the room views' memory (bench/placement.py)")
     pc.add_argument("--jobs", type=int, default=300, help="Jobs per policy (default 300; at least 4)")
@@ -241,7 +244,7 @@ async def _compare(args: argparse.Namespace) -> tuple[Path, Path]:
     opts = compare.CompareOptions(
         sizes=args.sizes, out=args.out, worker_nodes=args.worker_nodes, pod_duration=args.pod_duration,
         create_concurrency=args.create_concurrency, timeout=args.timeout, cleanup_timeout=args.cleanup_timeout,
-        idle_window=args.idle_window)
+        idle_window=args.idle_window, shared_bed=args.shared_bed)
     if args.contenders:
         opts.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     name = args.name or ("compare" + ("" if args.sizes == DEFAULT_SIZES else "-" + "-".join(map(str, args.sizes))))

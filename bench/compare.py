@@ -106,6 +106,10 @@ class CompareOptions:
     timeout: float | None = None  # per contender and size; None = 120 s + 1 s per Job
     cleanup_timeout: float = 60.0
     idle_window: float = 5.0
+    #: one bed per size for every contender, each in its own namespace: saves a bed bring-up per
+    #: contender, for smoke tests only (a contender then runs beside the previous one's leftovers:
+    #: its pods' deletion, caches, etcd history), so its figures are not comparable
+    shared_bed: bool = False
 
 
 class Running:
@@ -197,7 +201,7 @@ async def _scrape(clients: dict[str, ClusterClient]) -> dict[str, list[promtext.
 
 
 async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
-                  clusters: dict[str, LocalCluster]) -> dict[str, Any]:
+                  clusters: dict[str, LocalCluster], namespace: str = NAMESPACE) -> dict[str, Any]:
     """Start ``c``, submit ``n`` Jobs, wait for all-Complete on the manager, and measure as mirror_bench does."""
     from bench import bare, floor
     from bench.machine import git_info
@@ -209,14 +213,14 @@ async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
     clients = {"manager": await env.client_for(clusters["manager"]),
                **{w: await env.client_for(clusters[w]) for w in WORKERS}}
     for cl in clients.values():
-        await ensure_namespace(cl, NAMESPACE)
+        await ensure_namespace(cl, namespace)
     # Whose status write on the manager marks "propagated" in the managedFields view.
     tracker = Tracker(status_manager={"jobmirror": FIELD_MANAGER, "bare": bare.FIELD_MANAGER,
                                       "floor": floor.FIELD_MANAGER}.get(c.system))
-    informers = [Informer(clients["manager"], JOBS, namespace=NAMESPACE)]
+    informers = [Informer(clients["manager"], JOBS, namespace=namespace)]
     informers[0].add_handler(tracker.on_manager)
     for w in WORKERS:
-        inf = Informer(clients[w], JOBS, namespace=NAMESPACE, label_selector=worker_selector(c))
+        inf = Informer(clients[w], JOBS, namespace=namespace, label_selector=worker_selector(c))
         inf.add_handler(tracker.worker_handler(w))
         informers.append(inf)
     tasks = [asyncio.create_task(i.run()) for i in informers]
@@ -225,7 +229,7 @@ async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
     logs = opts.out / "logs"
     try:
         t_start = time.time()
-        running = await start(c, bed, clusters, logs, n)
+        running = await start(c, bed, clusters, logs, n, namespaces=(namespace,))
         res["startupSeconds"] = round(time.time() - t_start, 2)
         await asyncio.gather(*(i.wait_synced(30) for i in informers))
         idle0 = await _scrape(clients)
@@ -250,7 +254,7 @@ async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
                     f"· cleaned {k['remoteDeleted']} · load {load()[0]}")
 
         with env.Progress(progress):
-            await submit(clients["manager"], NAMESPACE, jobs, opts.create_concurrency, sub)
+            await submit(clients["manager"], namespace, jobs, opts.create_concurrency, sub)
             done = await env.wait_until(lambda: tracker.counts["managerDone"] >= len(sub.acked),
                                         timeout - (time.time() - t0), 0.05)
             t_done = time.time()
@@ -381,32 +385,57 @@ async def run(opts: CompareOptions) -> dict[str, Any]:
         ],
         "runs": [],
     }
+    if opts.shared_bed:
+        result["notes"].append("shared bed: every contender of a size ran on the same clusters, each in its own "
+                               "namespace (a smoke test's shortcut): the figures are not comparable")
     for i, n in enumerate(opts.sizes):
         order = order_for(opts.contenders, i)
         row: dict[str, Any] = {"jobs": n, "order": order, "results": {}}
-        for key in order:
-            c = CONTENDERS[key]
-            env.say(f"=== compare: {key} with {n} Jobs ===")
-            bed = ClusterBed(Path(tempfile.mkdtemp(prefix=f"jobmirror-compare-{key}-")))
-            try:
-                specs = [ClusterSpec("manager", nodes=0)] + [ClusterSpec(w, nodes=opts.worker_nodes) for w in WORKERS]
-                clusters = await env.bring_up(bed, specs)
-                if "kubernetes" not in result:
-                    cl = await env.client_for(clusters["manager"])
-                    result["kubernetes"] = {"serverVersion": await env.server_version(cl)}
-                    await cl.close()
-                r = await measure(c, n, opts, bed, clusters)
-            except Exception as exc:  # keep the other contenders' results
-                env.say(f"{key} n={n} FAILED: {type(exc).__name__}: {exc}")
-                r = {"contender": key, "jobs": n, "error": f"{type(exc).__name__}: {exc}"[:4000]}
-            finally:
-                await asyncio.to_thread(bed.down)
-            row["results"][key] = r
-            summary_line(r)
+        shared: tuple[ClusterBed, dict[str, LocalCluster]] | None = None
+        try:
+            for key in order:
+                c = CONTENDERS[key]
+                env.say(f"=== compare: {key} with {n} Jobs ===")
+                own: tuple[ClusterBed, dict[str, LocalCluster]] | None = None
+                try:
+                    if opts.shared_bed:
+                        shared = shared or await _bed(opts, result, "shared")
+                        bed, clusters = shared
+                    else:
+                        bed, clusters = own = await _bed(opts, result, key)
+                    r = await measure(c, n, opts, bed, clusters,
+                                      namespace=f"{NAMESPACE}-{key}" if opts.shared_bed else NAMESPACE)
+                except Exception as exc:  # keep the other contenders' results
+                    env.say(f"{key} n={n} FAILED: {type(exc).__name__}: {exc}")
+                    r = {"contender": key, "jobs": n, "error": f"{type(exc).__name__}: {exc}"[:4000]}
+                finally:
+                    if own is not None:
+                        await asyncio.to_thread(own[0].down)
+                row["results"][key] = r
+                summary_line(r)
+        finally:
+            if shared is not None:
+                await asyncio.to_thread(shared[0].down)
         row["ratios"] = ratios(row["results"])
         result["runs"].append(row)
     result["loadAverage"]["end"] = load()
     return result
+
+
+async def _bed(opts: CompareOptions, result: dict[str, Any], what: str) -> tuple[ClusterBed, dict[str, LocalCluster]]:
+    """Fresh clusters (manager without nodes, the workers with kwok nodes); the first also names the server version."""
+    bed = ClusterBed(Path(tempfile.mkdtemp(prefix=f"jobmirror-compare-{what}-")))
+    try:
+        specs = [ClusterSpec("manager", nodes=0)] + [ClusterSpec(w, nodes=opts.worker_nodes) for w in WORKERS]
+        clusters = await env.bring_up(bed, specs)
+        if "kubernetes" not in result:
+            cl = await env.client_for(clusters["manager"])
+            result["kubernetes"] = {"serverVersion": await env.server_version(cl)}
+            await cl.close()
+    except BaseException:
+        await asyncio.to_thread(bed.down)
+        raise
+    return bed, clusters
 
 
 def dispatch_rate(r: dict[str, Any]) -> tuple[float | None, bool]:

@@ -4,7 +4,8 @@ MultiKueue is left out on purpose: it needs Kueue built from source (10-20 min o
 use) and three more processes; ``python -m bench compare`` exercises it. This proves the
 command, the shared measurement path and the JSON/PNG/table for the three Python contenders,
 and that the floor's single status write (interim and terminal conditions at once) is
-accepted by a real API server.
+accepted by a real API server. The contenders share one bed (``--shared-bed``, each in its own
+namespace): three bed bring-ups would cost CI ~25 s more, and the figures are not what is tested.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.integration
 def test_bench_compare_bare_floor_and_jobmirror_end_to_end(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "bench", "compare", "--name", "smoke", "--out", str(tmp_path), "--jobs", "6",
-           "--contenders", "bare,floor,jobmirror", "--worker-nodes", "1", "--idle-window", "1", "--timeout", "300"]
+           "--contenders", "bare,floor,jobmirror", "--worker-nodes", "1", "--idle-window", "1", "--timeout", "300",
+           "--shared-bed"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert proc.returncode == 0, proc.stderr[-4000:]
