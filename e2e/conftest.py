@@ -39,6 +39,8 @@ class _State:
 
 
 STATE = _State()
+#: The fixture of e2e/test_kind_differential.py: its tests need the kind cluster without a Job controller.
+NO_JOBS_FIXTURE = "kind_differential"
 
 
 def _provider() -> str:
@@ -52,8 +54,11 @@ def _provider() -> str:
 async def e2e_env(request: pytest.FixtureRequest) -> AsyncIterator[E2EEnv]:
     """Clusters up and deploy/ applied (local), or the deployed kind clusters; no controller yet."""
     keep = os.environ.get("JOBMIRROR_E2E_KEEP") == "1"
+    # The cluster without kcm's Job controller costs ~20 s: made only when a selected test needs it.
+    no_jobs = any(NO_JOBS_FIXTURE in getattr(item, "fixturenames", ()) for item in request.session.items)
     try:
-        env = await (harness.bring_up_local(keep) if _provider() == "local" else harness.bring_up_kind(keep))
+        env = await (harness.bring_up_local(keep) if _provider() == "local"
+                     else harness.bring_up_kind(keep, no_jobs_cluster=no_jobs))
     except BaseException as exc:
         STATE.setup_error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
         raise
@@ -109,7 +114,10 @@ def pytest_runtest_makereport(
     rec = STATE.records.get(item.nodeid)
     if rec is None:
         doc = (getattr(item, "function", None).__doc__ or "").strip().splitlines() if hasattr(item, "function") else []
-        rec = STATE.records[item.nodeid] = _Record(item.nodeid, doc[0].rstrip(".") if doc else item.name)
+        title = doc[0].rstrip(".") if doc else item.name
+        if doc and (callspec := getattr(item, "callspec", None)) is not None:
+            title += f" [{callspec.id}]"  # parametrized: one line per case
+        rec = STATE.records[item.nodeid] = _Record(item.nodeid, title)
     if call.when == "call":
         rec.seconds = report.duration
     if report.failed:

@@ -437,9 +437,10 @@ async def wait_for_leader(env: E2EEnv, timeout: float = 60) -> str:
     return str(await wait_for(holder, timeout=timeout, what=f"Lease {SYSTEM_NS}/{LEASE_NAME} to have a holder"))
 
 
-async def bring_up_kind(keep: bool = False) -> E2EEnv:
+async def bring_up_kind(keep: bool = False, *, no_jobs_cluster: bool = False) -> E2EEnv:
     """Provider kind: attach to a deployment (``JOBMIRROR_E2E_KIND_WORKDIR`` with a deployment.json,
-    e.g. from ``python -m kindbed up``), or bring one up here with kindbed and own it."""
+    e.g. from ``python -m kindbed up``), or bring one up here with kindbed and own it.
+    ``no_jobs_cluster``: also a cluster without kcm's Job controller (the kind differential's)."""
     from kindbed import clusters as kind_clusters
 
     attach = os.environ.get("JOBMIRROR_E2E_KIND_WORKDIR", "")
@@ -457,7 +458,7 @@ async def bring_up_kind(keep: bool = False) -> E2EEnv:
                                          workers=int(os.environ.get("JOBMIRROR_E2E_KIND_WORKERS", "1")),
                                          node_image=os.environ.get("JOBMIRROR_KIND_NODE_IMAGE") or None,
                                          python_image=os.environ.get("JOBMIRROR_KIND_PYTHON_IMAGE") or None,
-                                         **extra)
+                                         no_jobs_cluster=no_jobs_cluster, **extra)
         dep = await asyncio.to_thread(kind_clusters.up, opts, fresh=True, stop_engine_on_failure=not keep)
         owned = True
     mgr_kc = Path(dep.manager_kubeconfig)

@@ -2,7 +2,7 @@
 
     python -m kindbed engine up|down     # use/start a Docker engine; stop only the one we started
     python -m kindbed images             # build (or find) node, controller and workload images
-    python -m kindbed up [--workers 2]   # engine + images + clusters + deploy/ (prints how to attach)
+    python -m kindbed up [--workers 2] [--no-jobs-cluster]  # engine + images + clusters + deploy/
     python -m kindbed env                # shell lines to use it: eval "$(python -m kindbed env)"
     python -m kindbed down [--stop-engine]
 """
@@ -20,7 +20,7 @@ from kindbed import clusters, engine, images
 
 def _options(args: argparse.Namespace) -> clusters.KindOptions:
     kw = {"prefix": args.prefix, "workers": args.workers, "image": args.image, "node_image": args.node_image,
-          "python_image": args.python_image}
+          "python_image": args.python_image, "no_jobs_cluster": getattr(args, "no_jobs_cluster", False)}
     if args.workdir:
         kw["workdir"] = args.workdir
     return clusters.KindOptions(**kw)
@@ -55,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     eng = sub.add_parser("engine", help="ensure (up) or stop (down) the Docker engine")
     eng.add_argument("action", choices=("up", "down"))
     sub.add_parser("images", help="build or find every image")
-    sub.add_parser("up", help="everything up, controller deployed; clusters are kept until `down`")
+    up = sub.add_parser("up", help="everything up, controller deployed; clusters are kept until `down`")
+    up.add_argument("--no-jobs-cluster", action="store_true",
+                    help="also <prefix>-no-jobs: kube-controller-manager without its Job controller, for the "
+                         "kind differential of the builtin controller (e2e/test_kind_differential.py)")
     sub.add_parser("env", help="print export lines for a shell: KUBECONFIG (the manager), PATH (kubectl, "
                                "kubectl-jobmirror) and IMAGE (the busybox loaded into every cluster)")
     down = sub.add_parser("down", help="delete the clusters of --prefix")

@@ -7,6 +7,9 @@
 3. **clusters** — ``kind create cluster`` per cluster (one node each: the node image's static
    CNI is single-node), then wait for the ``default`` ServiceAccount and CoreDNS Ready
    (``--wait`` returns at node Ready), and ``kind load`` the controller and workload images;
+   with ``no_jobs_cluster`` also ``<prefix>-no-jobs``, whose kube-controller-manager runs
+   ``--controllers=*,-job-controller`` (nothing deployed: the kind differential runs the
+   builtin Job controller against it and compares with a worker's kcm);
 4. **deploy** — per worker cluster ``deploy/worker/`` and a least-privilege kubeconfig whose
    server is the one ``kind get kubeconfig --internal`` names (reachable from the manager's
    pods); an overlay of ``deploy/`` (or ``deploy/manager-as-worker/``, KEP-4368 Story 1) with
@@ -26,6 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -54,6 +58,24 @@ kubeadmConfigPatches:
 nodes:
 - role: control-plane
 """
+# kube-controller-manager without its Job controller, for the builtin controller. No apiVersion:
+# kind 0.33 merges map-form extraArgs into kubeadm v1beta4's name/value list (its template for
+# Kubernetes >= 1.36, e.g. 1.37.2) and into v1beta3's map (< 1.36) alike.
+_NO_JOB_CONTROLLER_PATCH = """- |
+  kind: ClusterConfiguration
+  controllerManager:
+    extraArgs:
+      controllers: "*,-job-controller"
+"""
+
+
+def kind_config(*, job_controller: bool = True) -> str:
+    """The one-node cluster config; ``job_controller=False`` disables kcm's Job controller (the
+    builtin controller's shape, ``--controllers=*,-job-controller``)."""
+    if job_controller:
+        return _KIND_CONFIG
+    head, nodes = _KIND_CONFIG.split("nodes:\n", 1)
+    return f"{head}{_NO_JOB_CONTROLLER_PATCH}nodes:\n{nodes}"
 
 
 class KindError(RuntimeError):
@@ -68,6 +90,9 @@ def _log(msg: str) -> None:
 class KindOptions:
     prefix: str = "jobmirror"
     workers: int = 1  # 1: manager (also a worker) + worker-1; 2: manager + worker-1 + worker-2
+    #: Also ``<prefix>-no-jobs``: kcm without its Job controller, nothing deployed (the kind
+    #: differential runs the builtin controller against it).
+    no_jobs_cluster: bool = False
     image: str = "jobmirror:e2e"
     node_image: str | None = None
     python_image: str | None = None
@@ -88,8 +113,18 @@ class KindOptions:
         """Worker name in the controller's config → kind cluster name (separate clusters only)."""
         return {f"worker-{i}": f"{self.prefix}-worker-{i}" for i in range(1, self.workers + 1)}
 
+    @property
+    def no_jobs_cluster_name(self) -> str:
+        return f"{self.prefix}-no-jobs"
+
     def all_clusters(self) -> list[str]:
-        return [self.manager_cluster, *self.worker_clusters().values()]
+        extra = [self.no_jobs_cluster_name] if self.no_jobs_cluster else []
+        return [self.manager_cluster, *self.worker_clusters().values(), *extra]
+
+    def deletable_clusters(self) -> list[str]:
+        """What ``down`` deletes when present: these clusters and an optional one of this prefix
+        (a kept ``no-jobs`` cluster goes too, whatever this run's options)."""
+        return list(dict.fromkeys([*self.all_clusters(), self.no_jobs_cluster_name]))
 
 
 @dataclass
@@ -112,6 +147,8 @@ class KindDeployment:
     workdir: str
     engine_started_pid: int | None
     timings: list[tuple[str, float]] = field(default_factory=list)
+    #: Admin kubeconfig of ``<prefix>-no-jobs`` (kcm without its Job controller); "" when not made.
+    no_jobs_kubeconfig: str = ""
 
     def save(self) -> Path:
         path = Path(self.workdir) / "deployment.json"
@@ -168,12 +205,12 @@ class Kind:
     def clusters(self) -> list[str]:
         return self.run(str(self.kind), "get", "clusters", what="kind get clusters", quiet=True).split()
 
-    def create(self, cluster: str, node_image: str) -> None:
+    def create(self, cluster: str, node_image: str, *, job_controller: bool = True) -> None:
         if cluster in self.clusters():
             _log(f"{cluster} exists: reusing it")
         else:
-            config = self.workdir / "kind-cluster.yaml"
-            config.write_text(_KIND_CONFIG)
+            config = self.workdir / f"kind-{cluster}.yaml"
+            config.write_text(kind_config(job_controller=job_controller))
             self.run(str(self.kind), "create", "cluster", "--name", cluster, "--image", node_image, "--config",
                      str(config), "--wait", "180s", "--kubeconfig", str(self.kubeconfig(cluster)),
                      what=f"kind create cluster {cluster}", timeout=400)
@@ -221,6 +258,16 @@ class Kind:
     def delete(self, cluster: str) -> None:
         self.run(str(self.kind), "delete", "cluster", "--name", cluster, what=f"kind delete cluster {cluster}",
                  timeout=180)
+
+
+def _no_jobs_cluster(k: Kind, opts: KindOptions, node_image: str, workload_image: str) -> float:
+    """``<prefix>-no-jobs``: made, usable, the workload image loaded; returns the seconds it took."""
+    t0 = time.monotonic()
+    name = opts.no_jobs_cluster_name
+    k.create(name, node_image, job_controller=False)
+    k.wait_usable(name)
+    k.load(workload_image, [name])
+    return time.monotonic() - t0
 
 
 def _phase(timings: list[tuple[str, float]], what: str, t0: float) -> None:
@@ -334,16 +381,26 @@ def up(opts: KindOptions, *, fresh: bool = False, stop_engine_on_failure: bool =
         t0 = time.monotonic()
         if fresh:
             down(opts, stop_engine=False)
-        for c in opts.all_clusters():
+        main = [c for c in opts.all_clusters() if c != opts.no_jobs_cluster_name]
+        for c in main:
             k.create(c, imgs.node)
-        for c in opts.all_clusters():
-            k.wait_usable(c)
-        k.load(imgs.controller, [opts.manager_cluster])
-        k.load(imgs.workload, opts.all_clusters())
-        _phase(timings, f"clusters ({', '.join(opts.all_clusters())})", t0)
-        t0 = time.monotonic()
-        overlay, admin_kcs, manager_worker = _deploy(k, opts)
-        _phase(timings, "deploy (overlay applied, 2 replicas rolled out, Lease held)", t0)
+        # The no-jobs cluster is made while the others settle and get deployed: after their
+        # `kind create`s, since concurrent ones may pick the same free host port.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kind-no-jobs") as pool:
+            no_jobs = pool.submit(_no_jobs_cluster, k, opts, imgs.node, imgs.workload) if opts.no_jobs_cluster else None
+            for c in main:
+                k.wait_usable(c)
+            k.load(imgs.controller, [opts.manager_cluster])
+            k.load(imgs.workload, main)
+            _phase(timings, f"clusters ({', '.join(main)})", t0)
+            t0 = time.monotonic()
+            overlay, admin_kcs, manager_worker = _deploy(k, opts)
+            _phase(timings, "deploy (overlay applied, 2 replicas rolled out, Lease held)", t0)
+            if no_jobs is not None:
+                t0 = time.monotonic()
+                made_in = no_jobs.result()
+                _phase(timings, f"waiting for {opts.no_jobs_cluster_name} (kcm without its Job controller), made "
+                                f"in {made_in:.0f}s beside the two phases above", t0)
     except BaseException:
         _log("bringing the kind environment up failed: deleting its clusters")
         down(opts, stop_engine=stop_engine_on_failure and eng.started_pid is not None)
@@ -353,7 +410,8 @@ def up(opts: KindOptions, *, fresh: bool = False, stop_engine_on_failure: bool =
         manager_kubeconfig=str(k.kubeconfig(opts.manager_cluster)), worker_kubeconfigs=admin_kcs,
         worker_clusters=opts.worker_clusters(), manager_worker=manager_worker, kustomization=str(overlay),
         kubectl=str(k.kubectl_bin), kind=str(k.kind), controller_image=imgs.controller, workload_image=imgs.workload,
-        node_image=imgs.node, workdir=str(opts.workdir), engine_started_pid=eng.started_pid, timings=timings)
+        node_image=imgs.node, workdir=str(opts.workdir), engine_started_pid=eng.started_pid, timings=timings,
+        no_jobs_kubeconfig=str(k.kubeconfig(opts.no_jobs_cluster_name)) if opts.no_jobs_cluster else "")
     _log(f"ready; attach with {dep.save()}")
     return dep
 
@@ -364,7 +422,7 @@ def down(opts: KindOptions, *, stop_engine: bool) -> None:
     if engine.server_version() is not None:
         k = Kind(kind_binary(), kubectl_binary(), opts.workdir)
         existing = set(k.clusters())
-        for c in opts.all_clusters():
+        for c in opts.deletable_clusters():
             if c in existing:
                 try:
                     k.delete(c)

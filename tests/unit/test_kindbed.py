@@ -98,6 +98,28 @@ def test_options_validate_workers_and_image_tag() -> None:
     assert opts.worker_clusters() == {"worker-1": "p-worker-1", "worker-2": "p-worker-2"}
 
 
+def test_no_jobs_cluster_is_optional_and_always_deleted() -> None:
+    opts = clusters.KindOptions(prefix="p")
+    assert opts.all_clusters() == ["p-manager", "p-worker-1"]
+    assert opts.deletable_clusters() == ["p-manager", "p-worker-1", "p-no-jobs"]
+    with_it = clusters.KindOptions(prefix="p", no_jobs_cluster=True)
+    assert with_it.all_clusters() == ["p-manager", "p-worker-1", "p-no-jobs"]
+    assert with_it.deletable_clusters() == with_it.all_clusters()
+    assert "p-no-jobs" not in with_it.worker_clusters().values()  # nothing is deployed to it
+
+
+def test_kind_config_disables_only_the_job_controller() -> None:
+    plain = yaml.safe_load(clusters.kind_config())
+    off = yaml.safe_load(clusters.kind_config(job_controller=False))
+    assert off["nodes"] == plain["nodes"] == [{"role": "control-plane"}]
+    patches = [yaml.safe_load(p) for p in off["kubeadmConfigPatches"]]
+    assert patches[0] == yaml.safe_load(plain["kubeadmConfigPatches"][0])  # failCgroupV1 kept
+    # Map form without apiVersion: kind 0.33 merges it into kubeadm v1beta4's list (Kubernetes >= 1.36).
+    assert patches[1] == {"kind": "ClusterConfiguration",
+                          "controllerManager": {"extraArgs": {"controllers": "*,-job-controller"}}}
+    assert "ClusterConfiguration" not in clusters.kind_config()
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_overlay_replaces_config_and_secret_and_keeps_the_shipped_workers(tmp_path: Path, workers: int) -> None:
     opts = clusters.KindOptions(workers=workers, image="reg.example:5000/jm:v9", workdir=tmp_path)
