@@ -208,12 +208,16 @@ def plot_chaos(result: dict[str, Any], path: Path) -> Path:
     return path
 
 
+COMPARE_COLORS = {"bare": "black", "floor": "tab:purple", "jobmirror": "tab:blue", "jobmirror-5qps": "tab:cyan",
+                  "multikueue": "tab:red", "multikueue-equal": "tab:orange"}
+
+
 def plot_compare(result: dict[str, Any], path: Path) -> Path:
     """One row per size: manager-Complete curves, status-propagation CDFs, and headline bars per contender."""
     runs = result["runs"]
     keys = list(result["contenders"])
-    colors = dict(zip(keys, itertools.cycle(["black", "tab:purple", "tab:blue", "tab:cyan", "tab:red",
-                                              "tab:orange", "tab:green"]), strict=False))
+    spare = itertools.cycle(["tab:green", "tab:brown", "tab:pink"])
+    colors = {k: COMPARE_COLORS.get(k) or next(spare) for k in keys}  # one colour per contender in every plot
     fig, axes = plt.subplots(max(1, len(runs)), 3, figsize=(20, 4.6 * max(1, len(runs))), squeeze=False)
     for row, run in enumerate(runs):
         ax, ax2, ax3 = axes[row]
