@@ -24,7 +24,7 @@ bench:
 chaos:
 	bash scripts/bootstrap.sh && .venv/bin/python -m bench chaos $(ARGS)
 
-# jobmirror vs MultiKueue v0.19.2 vs the bare-API limit (builds Kueue on first use, 10-20 min).
+# jobmirror vs MultiKueue v0.19.2 vs the guarantees floor vs the bare-API limit (builds Kueue on first use, 10-20 min).
 bench-compare:
 	bash scripts/bootstrap.sh && .venv/bin/python -m bench compare $(ARGS)
 
