@@ -69,7 +69,8 @@ def cond(ctype: str, reason: str = "") -> dict[str, str]:
             "lastProbeTime": T1}
 
 
-@pytest.mark.parametrize("worker_status", [
+#: what a worker's copy says when it is terminal, as each kind of Job controller writes it
+FINAL_WORKER_STATUSES = [
     # a 1.33+ worker: interim condition first
     {"conditions": [cond("SuccessCriteriaMet", "CompletionsReached"), cond("Complete", "CompletionsReached")],
      "startTime": T0, "completionTime": T1, "succeeded": 1, "ready": 0, "terminating": 0,
@@ -81,7 +82,11 @@ def cond(ctype: str, reason: str = "") -> dict[str, str]:
      "startTime": T0, "failed": 1, "ready": 0, "terminating": 0, "uncountedTerminatedPods": {}},
     # an old worker's failure: Failed alone, a pod still counted active
     {"conditions": [cond("Failed", "BackoffLimitExceeded")], "startTime": T0, "failed": 2, "active": 1},
-], ids=["complete", "complete-old-worker", "failed", "failed-old-worker"])
+]
+FINAL_IDS = ["complete", "complete-old-worker", "failed", "failed-old-worker"]
+
+
+@pytest.mark.parametrize("worker_status", FINAL_WORKER_STATUSES, ids=FINAL_IDS)
 def test_one_final_write_from_a_fresh_manager_status_is_accepted(worker_status: dict[str, Any]) -> None:
     """The floor writes the manager status once: interim and terminal conditions together, from nothing."""
     manager = job([FINALIZER], **OURS)
