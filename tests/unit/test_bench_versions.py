@@ -14,9 +14,11 @@ from testkit.status_sequences import sample_sequences
 
 
 def test_parse_versions_takes_supported_releases_and_bare_minors() -> None:
-    assert vm.parse_versions("1.33.7, v1.37,1.33") == ("1.33.7", "1.37.2")
+    oldest, newest = versions.OLDEST_SUPPORTED_KUBE_VERSION, versions.KUBE_VERSION
+    oldest_minor, newest_minor = (v.rsplit(".", 1)[0] for v in (oldest, newest))
+    assert vm.parse_versions(f"{oldest}, v{newest_minor},{oldest_minor}") == (oldest, newest)
     with pytest.raises(ValueError, match="not a supported release"):
-        vm.parse_versions("1.30.14")
+        vm.parse_versions(versions.OLD_KUBE_VERSION)
     with pytest.raises(ValueError, match="no release"):
         vm.parse_versions(" , ")
 
