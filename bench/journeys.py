@@ -106,6 +106,14 @@ class JourneyContext:
 Journey = Callable[[JourneyContext], Awaitable[None]]
 
 
+def short_invalid(message: str) -> str:
+    """A 422's field path and verdict without the object it quotes (releases word them alike, but
+    the quoted template is long): ``Job.batch "x" is invalid: spec.template: field is immutable``."""
+    if ": Invalid value" not in message:
+        return message[:300]
+    return f"{message.split(': Invalid value', 1)[0]}: {message.rsplit(': ', 1)[-1]}"[:300]
+
+
 # -- the journeys -----------------------------------------------------------------------------------
 
 
@@ -229,7 +237,7 @@ async def readmission(ctx: JourneyContext) -> None:
         except ApiError as exc:
             if exc.status != 422:
                 raise
-            refused.append(exc.message[:300])
+            refused.append(short_invalid(exc.message))
             return False
         return True
 

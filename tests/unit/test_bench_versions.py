@@ -94,3 +94,10 @@ def test_replayed_histories_are_the_same_for_the_same_seed() -> None:
     assert len(a) == 6
     assert [(s.manager_job, s.steps) for s in a] == [(s.manager_job, s.steps) for s in b]
     assert [s.steps for s in sample_sequences(6, 6)] != [s.steps for s in a]
+
+
+def test_a_422_is_shortened_to_its_field_and_verdict() -> None:
+    msg = ('Job.batch "readmission" is invalid: spec.template: Invalid value: {"labels":{"a":"b: c"},'
+           '"spec":{}}: field is immutable')
+    assert journeys.short_invalid(msg) == 'Job.batch "readmission" is invalid: spec.template: field is immutable'
+    assert journeys.short_invalid("forbidden") == "forbidden"
