@@ -369,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"also build Kueue v{versions.KUEUE_VERSION} (for `bench compare`)")
     parser.add_argument("--test-versions", action="store_true",
                         help="also build what `make test` runs besides the default: the matrix corners "
-                             f"{', '.join(versions.CORNER_KUBE_VERSIONS)} and the skew version {versions.OLD_KUBE_VERSION}")
+                             f"{', '.join(versions.CORNER_KUBE_VERSIONS)} and the skew version "
+                             f"{versions.OLD_KUBE_VERSION}")
     parser.add_argument("--no-helm", action="store_true",
                         help=f"skip helm v{versions.HELM_VERSION} and the Prometheus Operator CRDs "
                              "(the deploy/helm and monitoring tests need them)")
