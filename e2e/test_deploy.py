@@ -71,6 +71,9 @@ _DEFAULT_RULES = {
     ("authorization.k8s.io", "selfsubjectrulesreviews"),
     ("authentication.k8s.io", "selfsubjectreviews"),
 }
+# Read by every ServiceAccount by default: from Kubernetes 1.37 ClusterTrustBundle is GA and on,
+# and the ClusterRoleBinding system:cluster-trust-bundle-discovery grants get/list/watch on them.
+_DEFAULT_READS = {("certificates.k8s.io", "clustertrustbundles")}
 
 
 def _controller_rules(env: E2EEnv) -> set[Rule]:
@@ -90,6 +93,8 @@ async def effective_rules(client: ClusterClient, namespace: str) -> set[Rule]:
                 if (g, res) in _DEFAULT_RULES:
                     continue
                 for v in r.get("verbs", []):
+                    if (g, res) in _DEFAULT_READS and v in ("get", "list", "watch"):
+                        continue
                     for name in r.get("resourceNames") or [""]:
                         rules.add((g, res, v, name))
     return rules

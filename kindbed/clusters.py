@@ -9,7 +9,8 @@
    (``--wait`` returns at node Ready), and ``kind load`` the controller and workload images;
    with ``no_jobs_cluster`` also ``<prefix>-no-jobs``, whose kube-controller-manager runs
    ``--controllers=*,-job-controller`` (nothing deployed: the kind differential runs the
-   builtin Job controller against it and compares with a worker's kcm);
+   builtin Job controller against it and compares with a worker's kcm), made in a thread
+   while the others settle and get deployed (~45 s that cost no wall time);
 4. **deploy** — per worker cluster ``deploy/worker/`` and a least-privilege kubeconfig whose
    server is the one ``kind get kubeconfig --internal`` names (reachable from the manager's
    pods); an overlay of ``deploy/`` (or ``deploy/manager-as-worker/``, KEP-4368 Story 1) with
