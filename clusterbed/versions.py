@@ -13,13 +13,14 @@ KUBE_VERSION = "1.37.2"
 #: The oldest release we support, for manager and workers alike. 1.33 is the first where every
 #: Job field a newer manager's Job may carry and a worker must honour is served and on by default
 #: (successPolicy and backoffLimitPerIndex GA; podReplacementPolicy beta, on), and where
-#: JobManagedBy (beta, on since 1.32) lets a manager hand its Jobs to us. v1.33.8 answers 403
-#: from the module proxy here; v1.33.7 is served.
-OLDEST_SUPPORTED_KUBE_VERSION = "1.33.7"
+#: JobManagedBy (beta, on since 1.32) lets a manager hand its Jobs to us. The patch is the newest whose
+#: staging modules (k8s.io/*@v0.33.x) the module proxy here serves in full: 1.33.6-1.33.12 each miss
+#: some (403), so they cannot be built.
+OLDEST_SUPPORTED_KUBE_VERSION = "1.33.5"
 #: Every release of the matrix (``python -m bench versions``), oldest first: one patch per minor.
 #: 1.36 starts at 1.36.2: 1.36.0-1.36.1 refuse the scheduling-directive rewrite of a suspended,
 #: never-started Job until JobSuspended=True (kubernetes#139281, fixed in 1.36.2).
-SUPPORTED_KUBE_VERSIONS = ("1.33.7", "1.34.4", "1.35.4", "1.36.4", "1.37.2")
+SUPPORTED_KUBE_VERSIONS = ("1.33.5", "1.34.4", "1.35.4", "1.36.4", "1.37.2")
 #: What ``make test`` runs besides the default (the matrix's corners): a manager on the previous
 #: minor, and a worker on the oldest supported release.
 CORNER_KUBE_VERSIONS = ("1.36.4", OLDEST_SUPPORTED_KUBE_VERSION)
