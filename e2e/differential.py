@@ -168,10 +168,13 @@ class Side:
         """Let ``pod``'s container exit (with its index's code) by creating the release file."""
         name = api.name(pod)
         self.released.add(name)
-        proc = await asyncio.to_thread(self.kubectl, "exec", "-n", self.d.ns, name, "-c", "main", "--",
-                                       "touch", GO_FILE)
-        if proc.returncode != 0:
-            raise AssertionError(f"[{self.d.client.name}] kubectl exec {name} failed: {proc.stderr.strip()}")
+        for attempt in range(3):  # a loaded node's kubelet can refuse a stream now and then
+            proc = await asyncio.to_thread(self.kubectl, "exec", "-n", self.d.ns, name, "-c", "main", "--",
+                                           "touch", GO_FILE)
+            if proc.returncode == 0:
+                return
+            await asyncio.sleep(1 + attempt)
+        raise AssertionError(f"[{self.d.client.name}] kubectl exec {name} failed: {proc.stderr.strip()}")
 
     async def release_all(self) -> None:
         for p in self.d.active():
