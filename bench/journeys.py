@@ -334,7 +334,9 @@ async def status_replay(ctx: JourneyContext) -> None:
     """Generated worker histories (fixed seed), translated and written to this manager: every write
     accepted and stored as written."""
     ctx.at("draw the worker histories")
-    seqs = await asyncio.to_thread(sample_sequences, ctx.replay_seed, ctx.replay_examples)
+    # On the loop's thread, not in a worker thread: hypothesis watches the global random state
+    # while it draws, and coroutines running meanwhile (jittered retries) would move it.
+    seqs = sample_sequences(ctx.replay_seed, ctx.replay_examples)
     ctx.notes.update(seed=ctx.replay_seed, examples=len(seqs))
     ctx.at("replay")
     await ensure_namespace(ctx.manager, ctx.free_ns)
