@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="1: manager (also a worker, KEP-4368 Story 1) + worker-1; 2: manager + worker-1 + worker-2")
     p.add_argument("--image", default="jobmirror:e2e", help="controller image reference, with a tag")
     p.add_argument("--node-image", default=os.environ.get("JOBMIRROR_KIND_NODE_IMAGE") or None,
-                   help="use this kind node image (e.g. kindest/node:v1.35.0) instead of building one "
+                   help="use this kind node image (e.g. kindest/node:v1.37.0) instead of building one "
                         "(env JOBMIRROR_KIND_NODE_IMAGE)")
     p.add_argument("--python-image", default=os.environ.get("JOBMIRROR_KIND_PYTHON_IMAGE") or None,
                    help="base for the controller image instead of the locally built Debian python3 "
