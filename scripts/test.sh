@@ -19,15 +19,18 @@ fi
 
 # A dockerd this run starts (kindbed.engine records its PID) is stopped however the run ends;
 # an engine that was already answering is never touched.
-# A kind tier still running when the run is cut short is interrupted first, so its session
-# deletes its clusters.
+# A background lane (kind tier, chaos tier) still running when the run is cut short is interrupted
+# first, so its sessions delete their clusters.
 kind_pid=
+lane_stop=$(mktemp -u "${TMPDIR:-/tmp}/jobmirror-lane-stop.XXXXXX")
 stop_our_engine() {
   if [ -n "$kind_pid" ] && kill -0 "$kind_pid" 2>/dev/null; then
-    kill -INT "$kind_pid" 2>/dev/null || true
+    touch "$lane_stop"  # the lane starts nothing more
+    pkill -INT -P "$kind_pid" 2>/dev/null || true
     for _ in $(seq 120); do kill -0 "$kind_pid" 2>/dev/null || break; sleep 1; done
   fi
   [ -x .venv/bin/python ] && .venv/bin/python -m kindbed engine down >/dev/null 2>&1 || true
+  rm -f "$lane_stop"
 }
 trap stop_our_engine EXIT
 
@@ -67,25 +70,40 @@ rm -rf "$docs_out"
 phase "docs (mkdocs build --strict)" "$t"
 
 rc=0
-krc=0
+brc=0
 t=$SECONDS
-# The kind tier runs beside the local tiers: both mostly wait on API servers, kubelets and
-# containers (the local tiers alone keep 2 cores at a load of ~1.5), so the run takes the
-# longer of the two instead of their sum. Its output is printed when it ends.
+# Two lanes. The local tiers run in the foreground; the background lane runs the kind tier, then the
+# chaos tier on its own bed. All of them mostly wait on API servers, kubelets and containers (the
+# local tiers alone keep 2 cores at a load of ~1.5), so the run takes the longer lane instead of
+# the sum. The background lane's output is printed when it ends.
 kind_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-kind-tier.XXXXXX")
-echo "[test] pytest: kind tier started beside the local tiers (engine, images, clusters, deploy/, e2e on kind; log $kind_log)"
-JOBMIRROR_E2E_PROVIDER=kind .venv/bin/pytest -m e2e e2e >"$kind_log" 2>&1 &
+chaos_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-chaos-tier.XXXXXX")
+echo "[test] pytest: background lane started: kind tier (engine, images, clusters, deploy/, e2e on kind; log $kind_log), then chaos tier (log $chaos_log)"
+(
+  lt=$SECONDS
+  krc=0
+  JOBMIRROR_E2E_PROVIDER=kind .venv/bin/pytest -m e2e e2e >"$kind_log" 2>&1 || krc=$?
+  echo "[test] lane: kind tier ended (rc=$krc) after $((SECONDS - lt))s" >>"$kind_log"
+  [ -e "$lane_stop" ] && exit 1
+  lt=$SECONDS
+  crc=0
+  .venv/bin/pytest -m chaos tests --durations=5 >"$chaos_log" 2>&1 || crc=$?
+  echo "[test] lane: chaos tier ended (rc=$crc) after $((SECONDS - lt))s" >>"$chaos_log"
+  [ "$krc" -eq 0 ] && [ "$crc" -eq 0 ]
+) &
 kind_pid=$!
-echo "[test] pytest: unit, integration, conformance, chaos, e2e on local control planes"
-.venv/bin/pytest -m "not kind" --durations=20 || rc=$?
+echo "[test] pytest: unit, integration, conformance, security, e2e on local control planes"
+.venv/bin/pytest -m "not kind and not chaos" --durations=20 || rc=$?
 phase "pytest local tiers (rc=$rc)" "$t"
 if kill -0 "$kind_pid" 2>/dev/null; then
-  echo "[test] waiting for the kind tier, now at: $(grep -E '^e2e/' "$kind_log" | tail -n 1)"
+  echo "[test] waiting for the background lane, now at: $(grep -hE '^(e2e|tests)/' "$kind_log" "$chaos_log" | tail -n 1)"
 fi
-wait "$kind_pid" || krc=$?
+wait "$kind_pid" || brc=$?
 kind_pid=
 echo "[test] ---- kind tier output ----"
 cat "$kind_log"
-phase "pytest kind tier, beside the local tiers (rc=$krc)" "$t"
+echo "[test] ---- chaos tier output ----"
+cat "$chaos_log"
+phase "pytest background lane: kind tier, then chaos tier (rc=$brc)" "$t"
 
-[ "$rc" -eq 0 ] && [ "$krc" -eq 0 ]
+[ "$rc" -eq 0 ] && [ "$brc" -eq 0 ]
