@@ -188,6 +188,11 @@ async def suspend_resume(ctx: JourneyContext) -> None:
                        "the copy suspended on the worker", client=ctx.worker, timeout=30)
     ctx.at("wait for the manager held")
     await _held(ctx, name)
+    # What the worker's Job controller did with the suspended copy's startTime: 1.36+ clears it
+    # (the manager's is ours: dropped on every release).
+    held_copy = await ctx.job(name, ctx.worker)
+    ctx.notes["copyStartTimeWhileSuspended"] = (
+        "kept" if ((held_copy or {}).get("status") or {}).get("startTime") else "cleared")
     ctx.at("resume")
     await ctx.manager.patch(JOBS, ctx.ns, name, {"spec": {"suspend": False}})
     ctx.at("wait for Complete after the resume")

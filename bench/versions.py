@@ -147,11 +147,15 @@ def _cell(c: dict[str, Any]) -> str:
     return f"{ok}/{total}" + ("" if ok == total else " ✗")
 
 
-def _readmission_cell(c: dict[str, Any]) -> str:
-    j = next((j for j in c.get("journeys") or [] if j["name"] == "readmission"), None)
-    if j is None or j["outcome"] != "passed":
-        return "-"
-    return str(j["notes"].get("copyRewrite", "?"))
+def _note_cell(journey: str, note: str) -> Callable[[dict[str, Any]], str]:
+    """A cell showing one note of one journey (the path it took), or - when it did not pass."""
+    def cell(c: dict[str, Any]) -> str:
+        j = next((j for j in c.get("journeys") or [] if j["name"] == journey), None)
+        if j is None or j["outcome"] != "passed":
+            return "-"
+        return str(j["notes"].get(note, "?"))
+
+    return cell
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -175,7 +179,10 @@ def markdown(result: dict[str, Any]) -> str:
     if "readmission" in result["journeys"]:
         lines += ["How the worker took the re-admission's template rewrite of the suspended copy "
                   "(`recreated`: it refused to rewrite a started copy, so the copy was deleted and created "
-                  "again, `CopyRecreated`):", "", *_grid(result, _readmission_cell), ""]
+                  "again, `CopyRecreated`):", "", *_grid(result, _note_cell("readmission", "copyRewrite")), ""]
+    if "suspend-resume" in result["journeys"]:
+        lines += ["The suspended copy's `startTime` on the worker (the manager's is dropped on every release):",
+                  "", *_grid(result, _note_cell("suspend-resume", "copyStartTimeWhileSuspended")), ""]
     lines += ["Seconds of each combination's journeys (all at once: the slowest decides; cluster starts not "
               "included):", "", *_grid(result, lambda c: "-" if c.get("error") else f"{c['journeysSeconds']:.0f}"),
               ""]

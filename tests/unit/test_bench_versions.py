@@ -86,6 +86,7 @@ def test_markdown_table_rows_are_managers_columns_workers_in_release_order() -> 
     assert "| **1.36.4** | - | not run |" in md
     assert "| **1.37.2** | 1/2 ✗ | 2/2 |" in md
     assert "| **1.37.2** | recreated | in place |" in md  # how each worker took the re-admission
+    assert "suspend-resume" not in md.split("passed.")[-1]  # no grid for a journey that did not run
     assert "- manager 1.37.2 x worker 1.33.7 · status-replay failed" in md
 
 
