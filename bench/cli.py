@@ -304,6 +304,11 @@ async def _versions(args: argparse.Namespace) -> int:
     opts = vm.MatrixOptions(parallel=args.parallel, journey_timeout=args.journey_timeout)
     if args.journeys:
         opts.journeys = tuple(j.strip() for j in args.journeys.split(",") if j.strip())
+        unknown = sorted(set(opts.journeys) - set(vm.JOURNEYS))
+        if unknown or not opts.journeys:
+            say(f"versions: --journeys: unknown {', '.join(unknown) or '(none given)'}; "
+                f"known: {', '.join(vm.JOURNEYS)}")
+            return 2
     if args.replay_seed is not None:
         opts.replay_seed = args.replay_seed
     if args.replay_examples is not None:
