@@ -45,6 +45,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
 #: Seconds a deleted pod stays Terminating (its SIGTERM trap): room for a checkpoint inside.
 TERM_DELAY = 8
+#: Longer than the replacement's re-creation backoff (10 s after a failure) plus its start.
+LONG_TERM_DELAY = 30
 NO_JOBS_FLAG = "--controllers=*,-job-controller"
 FAILJOB_42 = {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": [42]}}
 IGNORE_DISRUPTION = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
@@ -92,6 +94,16 @@ async def delete_then_wait_for_the_replacement(s: Side) -> None:
     await s.checkpoint("terminating", hold=lambda: _one_terminating(s))
     await s.wait_ready(1, fresh=True)
     await s.checkpoint("replaced")
+    await s.release_all()
+
+
+async def delete_then_replacement_beside_the_terminating_pod(s: Side) -> None:
+    [pod] = await s.wait_ready(1)
+    await s.checkpoint("running")
+    await s.d.delete_pod(pod)
+    await s.d.wait(lambda: _one_terminating(s), what="the deleted pod terminating")
+    await s.wait_ready(1, fresh=True)
+    await s.checkpoint("replaced-while-terminating", hold=lambda: _one_terminating(s))
     await s.release_all()
 
 
@@ -146,6 +158,14 @@ def catalogue(image: str) -> dict[str, KindScenario]:
                      expect={"terminating": {"active": 0, "terminating": 1, "pods_created": 1},
                              "replaced": {"active": 1, "terminating": 0, "pods_created": 2}},
                      final={"terminal": "Complete", "succeeded": 1}, beside_terminating=[0]),
+        KindScenario("replacement-policy-default-graceful",
+                     job_spec(pod_template(image, term_delay=LONG_TERM_DELAY), backoffLimit=2),
+                     delete_then_replacement_beside_the_terminating_pod,
+                     covers="podReplacementPolicy TerminatingOrFailed (the default), the contrast: the replacement "
+                            "runs beside the terminating pod",
+                     expect={"replaced-while-terminating": {"active": 1, "ready": 1, "terminating": 1,
+                                                            "pods_created": 2}},
+                     final={"terminal": "Complete", "succeeded": 1, "terminating": 0}, beside_terminating=[1]),
         KindScenario("pfp-failjob-exit-42-sibling-terminating",
                      job_spec(tpl(exit_codes={0: 42}), completionMode="Indexed", completions=2, parallelism=2,
                               podFailurePolicy={"rules": [FAILJOB_42]}),
