@@ -24,8 +24,8 @@ from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, NAMESPACES
 from mirror.jobs.status_translation import desired_manager_status
+from testkit.status_sequences import WorkerSequence, step_time, worker_sequences
 from tests.conftest import MANAGER
-from tests.status_sequences import WorkerSequence, step_time, worker_sequences
 
 pytestmark = pytest.mark.integration
 
