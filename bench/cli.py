@@ -336,11 +336,12 @@ async def _versions(args: argparse.Namespace) -> int:
     if task is not None:  # SIGTERM as Ctrl-C: the finally below deletes the clusters
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     try:
-        results = await vm.run_matrix(combos, pool, opts, say)
+        with vm.controller_errors() as errors:
+            results = await vm.run_matrix(combos, pool, opts, say)
     finally:
         await asyncio.to_thread(bed.down)
     doc = vm.result_document(results, opts, command=command, seconds=time.monotonic() - started, date=date,
-                             machine=machine_info(), git=git_info())
+                             machine=machine_info(), git=git_info(), errors=errors)
     args.out.mkdir(parents=True, exist_ok=True)
     jpath, mpath = args.out / f"{args.name}.json", args.out / f"{args.name}.md"
     jpath.write_text(json.dumps(doc, indent=1) + "\n")

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,11 +119,14 @@ def failures(result: dict[str, Any]) -> list[str]:
 
 
 def summary(result: dict[str, Any]) -> dict[str, Any]:
+    """Counts, and the verdict: every journey passed and the controllers logged no error (what the
+    integration tests' ``check_clean`` demands too)."""
     combos = result["combinations"]
     counts = Counter(j["outcome"] for c in combos for j in c.get("journeys") or [])
+    errors = len(result.get("controllerErrors") or [])
     return {"combinations": len(combos), "combinationsNotRun": sum(1 for c in combos if c.get("error")),
             "journeys": sum(counts.values()), **{k: counts.get(k, 0) for k in ("passed", "failed", "error")},
-            "ok": not failures(result)}
+            "controllerErrors": errors, "ok": not failures(result) and not errors}
 
 
 def _grid(result: dict[str, Any], cell: Callable[[dict[str, Any]], str]) -> list[str]:
@@ -176,6 +180,10 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     fails = failures(result)
     lines += ["**Failures:**", "", *(f"- {f}" for f in fails), ""] if fails else ["No failures.", ""]
+    errors = result.get("controllerErrors") or []
+    if errors:
+        lines += [f"**The controllers logged {len(errors)} error(s)** (first 10):", "",
+                  *(f"- `{e[:300]}`" for e in errors[:10]), ""]
     if "readmission" in result["journeys"]:
         lines += ["How the worker took the re-admission's template rewrite of the suspended copy "
                   "(`recreated`: it refused to rewrite a started copy, so the copy was deleted and created "
@@ -321,6 +329,34 @@ async def run_combination(combo: Combination, pool: ClusterPool, opts: MatrixOpt
     return out
 
 
+class ErrorTrap(logging.Handler):
+    """The controllers' records that signal trouble (an exception logged, or ERROR and above), as
+    the integration tests' LogTrap keeps them; combinations share a process, so they are the run's."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.records: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info or record.levelno >= logging.ERROR:
+            exc = f" ({record.exc_info[1]!r})" if record.exc_info and record.exc_info[1] else ""
+            self.records.append(f"{record.name} {record.levelname}: {record.getMessage()}{exc}"[:2000])
+
+
+@contextlib.contextmanager
+def controller_errors() -> Iterator[list[str]]:
+    """``with controller_errors() as errors``: what the in-process controllers logged as errors."""
+    trap = ErrorTrap()
+    loggers = [logging.getLogger(n) for n in ("mirror", "kruntime")]
+    for lg in loggers:
+        lg.addHandler(trap)
+    try:
+        yield trap.records
+    finally:
+        for lg in loggers:
+            lg.removeHandler(trap)
+
+
 async def run_matrix(combos: Sequence[Combination], pool: ClusterPool, opts: MatrixOptions,
                      say: Say) -> list[dict[str, Any]]:
     """Every combination, ``opts.parallel`` at once, in plan order; results in plan order."""
@@ -339,12 +375,14 @@ async def run_matrix(combos: Sequence[Combination], pool: ClusterPool, opts: Mat
 
 
 def result_document(combos: list[dict[str, Any]], opts: MatrixOptions, *, command: str, seconds: float,
-                    date: str, machine: dict[str, Any], git: dict[str, Any]) -> dict[str, Any]:
+                    date: str, machine: dict[str, Any], git: dict[str, Any],
+                    errors: Sequence[str] = ()) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "benchmark": "versions", "date": date, "command": command, "machine": machine, "git": git,
         "seconds": round(seconds, 1), "journeys": list(opts.journeys),
         "replay": {"seed": opts.replay_seed, "examples": opts.replay_examples},
         "supported": list(versions.SUPPORTED_KUBE_VERSIONS), "combinations": combos,
+        "controllerErrors": list(errors),
     }
     doc["summary"] = summary(doc)
     return doc

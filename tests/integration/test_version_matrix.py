@@ -33,7 +33,7 @@ def _spec(role: str, version: str) -> ClusterSpec:
 
 def _explain(doc: dict[str, Any]) -> str:
     """Every journey that did not pass, with its step, message and the events on its Jobs."""
-    out = vm.failures(doc)
+    out = vm.failures(doc) + [f"controller error: {e}" for e in doc["controllerErrors"]]
     for c in doc["combinations"]:
         for j in c.get("journeys") or []:
             if j["outcome"] != "passed":
@@ -53,9 +53,11 @@ async def test_every_journey_passes_on_the_corners_of_the_version_matrix(
         print(msg, flush=True)
 
     opts = vm.MatrixOptions(parallel=len(vm.CORNERS))
-    results = await vm.run_matrix(vm.CORNERS, vm.ClusterPool(cluster, spec_for=_spec), opts, say)
+    with vm.controller_errors() as errors:
+        results = await vm.run_matrix(vm.CORNERS, vm.ClusterPool(cluster, spec_for=_spec), opts, say)
     doc = vm.result_document(results, opts, command="pytest tests/integration/test_version_matrix.py",
-                             seconds=time.monotonic() - t0, date=now_iso(), machine=machine_info(), git=git_info())
+                             seconds=time.monotonic() - t0, date=now_iso(), machine=machine_info(), git=git_info(),
+                             errors=errors)
     print(vm.markdown(doc))
     assert doc["summary"]["ok"], "\n" + _explain(doc) + "\n\n" + json.dumps(doc["summary"])
     for c in results:

@@ -74,7 +74,7 @@ def _doc() -> dict[str, Any]:
 def test_summary_and_failures_name_every_journey_that_did_not_pass_and_every_combination_not_run() -> None:
     doc = _doc()
     assert doc["summary"] == {"combinations": 3, "combinationsNotRun": 1, "journeys": 4, "passed": 3, "failed": 1,
-                              "error": 0, "ok": False}
+                              "error": 0, "controllerErrors": 0, "ok": False}
     assert vm.failures(doc) == [
         'manager 1.37.2 x worker 1.33.7 · status-replay failed at "replay": step 3 rejected',
         "manager 1.36.4 x worker 1.37.2: could not run: BedError: cluster manager-1-36-4 failed to start"]
@@ -102,3 +102,21 @@ def test_a_422_is_shortened_to_its_field_and_verdict() -> None:
            '"spec":{}}: field is immutable')
     assert journeys.short_invalid(msg) == 'Job.batch "readmission" is invalid: spec.template: field is immutable'
     assert journeys.short_invalid("forbidden") == "forbidden"
+
+
+def test_a_logged_controller_error_fails_the_run_and_is_listed() -> None:
+    import logging
+
+    with vm.controller_errors() as errors:
+        logging.getLogger("mirror.reconciler").error("ns/x: the pass did not settle")
+        logging.getLogger("mirror.reconciler").warning("only a warning")
+        logging.getLogger("elsewhere").error("not ours")
+    logging.getLogger("mirror.reconciler").error("after the run")
+    assert errors == ["mirror.reconciler ERROR: ns/x: the pass did not settle"]
+    doc = {"combinations": [{"manager": {"version": "1.37.2"}, "worker": {"version": "1.37.2"}, "seconds": 1.0,
+                             "journeysSeconds": 1.0, "journeys": [_journey("readmission")]}],
+           "controllerErrors": errors, "journeys": ["readmission"], "date": "d", "git": {}, "machine": {},
+           "command": "c", "seconds": 1.0}
+    doc["summary"] = vm.summary(doc)
+    assert doc["summary"]["controllerErrors"] == 1 and not doc["summary"]["ok"]
+    assert "the pass did not settle" in vm.markdown(doc)
