@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from builtin_controller.semantics import parse_version
 from jobapi.times import format_time
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import EVENTS, JOBS, PODS, Obj
@@ -211,6 +212,7 @@ async def suspend_resume(ctx: JourneyContext) -> None:
 #: into ones that succeed
 READMIT_NODE_SELECTOR = {"type": "kwok"}
 READMIT_TOLERATIONS = [{"key": "example.com/pool", "operator": "Exists", "effect": "NoSchedule"}]
+READMIT_RESOURCES = {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": "32Mi"}}
 
 
 async def readmission(ctx: JourneyContext) -> None:
@@ -229,6 +231,14 @@ async def readmission(ctx: JourneyContext) -> None:
                        timeout=30)
     ctx.at("rewrite the suspended manager Job's template")
     refused: list[str] = []
+    # From 1.36 (MutablePodResourcesForSuspendedJobs, beta) the manager also takes new container
+    # resources on a suspended Job, as a queueing layer that resizes a Job would write them.
+    release = parse_version(await ctx.manager.request("GET", "/version"))
+    resize = release is not None and release[:2] >= (1, 36)
+    tspec: Obj = {"nodeSelector": READMIT_NODE_SELECTOR, "tolerations": READMIT_TOLERATIONS}
+    if resize:
+        tspec["containers"] = [{"name": "main", "image": "busybox", "resources": READMIT_RESOURCES}]
+    ctx.notes["resourcesRewritten"] = resize
 
     async def rewrite() -> bool:
         # The manager's API server allows it once the Job is suspended and (before 1.36) has no
@@ -237,8 +247,7 @@ async def readmission(ctx: JourneyContext) -> None:
             await ctx.manager.patch(JOBS, ctx.ns, name, {
                 "metadata": {"labels": {"team": "x"}},
                 "spec": {"template": {"metadata": {"labels": {"queue": "b", KWOK_OUTCOME: "succeed"}},
-                                      "spec": {"nodeSelector": READMIT_NODE_SELECTOR,
-                                               "tolerations": READMIT_TOLERATIONS}}}})
+                                      "spec": tspec}}})
         except ApiError as exc:
             if exc.status != 422:
                 raise
@@ -263,6 +272,9 @@ async def readmission(ctx: JourneyContext) -> None:
         expect(READMIT_TOLERATIONS[0] in (spec.get("tolerations") or []), f"new pod's tolerations: "
                                                                           f"{spec.get('tolerations')}")
         expect(labels.get("queue") == "b", f"new pod's labels: {labels}")
+        if resize:
+            got = spec["containers"][0].get("resources")
+            expect(got == READMIT_RESOURCES, f"new pod's resources: {got}")
     ctx.at("wait for Complete after the rewrite")
     await ctx.wait_condition(name, "Complete", timeout=60)
     reasons = [e["reason"] for e in await ctx.events(name)]

@@ -22,6 +22,14 @@ _DROP_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "
 MUTABLE_SPEC_FIELDS = ("suspend", "parallelism", "activeDeadlineSeconds")
 #: pod-template fields the API server lets change while a Job is suspended and not started
 SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "affinity", "schedulingGates")
+#: container lists whose ``resources`` a 1.36+ API server lets change on a suspended Job (gate
+#: MutablePodResourcesForSuspendedJobs, beta and on from 1.36; 1.33-1.35 refuse it). Nothing else of
+#: a container may change on the manager, so a difference between two of its versions is one of
+#: resources; the lists travel whole (a merge patch replaces lists).
+CONTAINER_LISTS = ("containers", "initContainers")
+#: Prefix of the digest that covers container resources. A copy made before it carries a bare digest
+#: of the scheduling directives alone and is compared that way, so an upgrade rewrites nothing.
+_DIGEST_V2 = "2."
 _SYSTEM_LABELS = (*CONTROLLER_UID_LABELS, *JOB_NAME_LABELS)
 _SYSTEM_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
@@ -77,19 +85,47 @@ def build_remote_copy(manager: Obj, *, origin: str, origin_cluster: str, remote_
     return out
 
 
-def _directives(job: Obj) -> Obj:
+def _directives(job: Obj, *, containers: bool = True) -> Obj:
     """The template parts a re-admission may rewrite, minus labels each cluster generates."""
     tmpl = (job.get("spec") or {}).get("template") or {}
     tmd, tspec = tmpl.get("metadata") or {}, tmpl.get("spec") or {}
-    return {"metadata": {"labels": {k: v for k, v in (tmd.get("labels") or {}).items() if k not in _SYSTEM_LABELS},
-                         "annotations": dict(tmd.get("annotations") or {})},
-            "spec": {f: tspec.get(f) for f in SCHEDULING_FIELDS}}
+    out = {"metadata": {"labels": {k: v for k, v in (tmd.get("labels") or {}).items() if k not in _SYSTEM_LABELS},
+                        "annotations": dict(tmd.get("annotations") or {})},
+           "spec": {f: tspec.get(f) for f in SCHEDULING_FIELDS}}
+    if containers:
+        out["resources"] = {f: [c.get("resources") for c in tspec.get(f) or []] for f in CONTAINER_LISTS}
+    return out
+
+
+def _digest(directives: Obj) -> str:
+    return hashlib.sha256(json.dumps(directives, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def template_hash(manager: Obj) -> str:
-    """Digest of the manager's scheduling directives: the copy records what it was built from, so
+    """Digest of the manager's re-admission directives: the copy records what it was built from, so
     a worker-side mutation of its template is never mistaken for a manager change (no patch loop)."""
-    return hashlib.sha256(json.dumps(_directives(manager), sort_keys=True).encode()).hexdigest()[:16]
+    return _DIGEST_V2 + _digest(_directives(manager))
+
+
+def template_changed(have: str, manager: Obj) -> bool:
+    """Whether the manager's directives differ from those a copy's digest ``have`` was built from."""
+    if have.startswith(_DIGEST_V2):
+        return have != template_hash(manager)
+    return have != _digest(_directives(manager, containers=False))
+
+
+def _rewrite(manager: Obj, remote: Obj) -> Obj:
+    """The template merge patch of a re-admission: scheduling directives and template metadata,
+    and the container lists when their resources differ (a worker before 1.36 refuses that part,
+    and the copy is then created again from the manager's template)."""
+    patch = merge_diff(_directives(remote, containers=False), _directives(manager, containers=False))
+    assert isinstance(patch, dict)
+    mspec = (manager.get("spec") or {}).get("template", {}).get("spec") or {}
+    rspec = (remote.get("spec") or {}).get("template", {}).get("spec") or {}
+    for f in CONTAINER_LISTS:
+        if [c.get("resources") for c in mspec.get(f) or []] != [c.get("resources") for c in rspec.get(f) or []]:
+            patch.setdefault("spec", {})[f] = copy.deepcopy(mspec.get(f))
+    return patch
 
 
 def merge_diff(old: object, new: object) -> object:
@@ -139,13 +175,12 @@ def spec_patch(manager: Obj, remote: Obj) -> Obj | None:
         patch["parallelism"] = mspec.get("parallelism")
     meta = _metadata_additions(manager, remote)
     have = ((remote.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_TEMPLATE_HASH)
-    want = template_hash(manager)
-    if have is not None and have != want:
+    if have is not None and template_changed(have, manager):
         if not rspec.get("suspend"):
             patch["suspend"] = True  # stop its pods first; rewritten (and resumed) on a later pass
         else:
-            patch["template"] = merge_diff(_directives(remote), _directives(manager))
-            meta.setdefault("annotations", {})[ANNOTATION_TEMPLATE_HASH] = want
+            patch["template"] = _rewrite(manager, remote)
+            meta.setdefault("annotations", {})[ANNOTATION_TEMPLATE_HASH] = template_hash(manager)
     out: Obj = {}
     if patch:
         out["spec"] = patch

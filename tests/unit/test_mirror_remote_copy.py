@@ -530,3 +530,71 @@ def test_labels_and_annotations_added_on_the_manager_reach_the_copy_but_not_ours
 ])
 def test_merge_diff(old: dict[str, Any], new: dict[str, Any], expected: dict[str, Any]) -> None:
     assert merge_diff(old, new) == expected
+
+
+# -- container resources on a suspended Job (1.36+ managers) ------------------------------------
+
+NEW_RESOURCES = {"requests": {"cpu": "2", "memory": "1Gi"}}
+
+
+def _resized(*, copy_suspended: bool, digest: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A manager Job whose first container got new resources after its copy was built."""
+    mgr = manager_job()
+    remote = build(mgr)
+    remote["spec"]["suspend"] = copy_suspended
+    if digest is not None:
+        remote["metadata"]["annotations"][ANNOTATION_TEMPLATE_HASH] = digest
+    mgr = copy.deepcopy(mgr)
+    mgr["spec"]["template"]["spec"]["containers"][0]["resources"] = NEW_RESOURCES
+    return mgr, remote
+
+
+def test_new_container_resources_reach_a_suspended_copy_with_the_whole_container_list() -> None:
+    mgr, remote = _resized(copy_suspended=True)
+    patch = spec_patch(mgr, remote)
+    assert patch is not None and rewrites_template(patch)
+    containers = patch["spec"]["template"]["spec"]["containers"]
+    # A merge patch replaces a list whole: every container goes in full, image and all.
+    assert containers == mgr["spec"]["template"]["spec"]["containers"]
+    assert containers[0]["resources"] == NEW_RESOURCES and containers[0]["image"]
+    assert "initContainers" not in patch["spec"]["template"]["spec"]  # unchanged lists stay out
+    assert patch["metadata"]["annotations"][ANNOTATION_TEMPLATE_HASH] == template_hash(mgr)
+
+
+def test_new_container_resources_suspend_a_running_copy_first() -> None:
+    mgr, remote = _resized(copy_suspended=False)
+    assert spec_patch(mgr, remote) == {"spec": {"suspend": True}}
+
+
+@pytest.mark.parametrize(
+    ("change", "rewritten"),
+    [("resources", False), ("nodeSelector", True)],
+    ids=["resources-only-not-followed", "scheduling-still-followed"],
+)
+def test_a_copy_with_a_digest_from_before_resources_counted_is_compared_the_old_way(change: str,
+                                                                                    rewritten: bool) -> None:
+    """Copies made before the digest covered resources must not all be rewritten after an upgrade."""
+    import hashlib
+    import json
+
+    from mirror.jobs.remote_copy import SCHEDULING_FIELDS
+
+    base = manager_job()
+    base["spec"]["suspend"] = True
+    tmpl = base["spec"]["template"]
+    legacy = {"metadata": {"labels": {k: v for k, v in (tmpl["metadata"].get("labels") or {}).items()
+                                      if k not in GENERATED},
+                           "annotations": dict(tmpl["metadata"].get("annotations") or {})},
+              "spec": {f: tmpl["spec"].get(f) for f in SCHEDULING_FIELDS}}
+    old_digest = hashlib.sha256(json.dumps(legacy, sort_keys=True).encode()).hexdigest()[:16]
+    remote = build(base)
+    remote["spec"]["suspend"] = True
+    remote["metadata"]["annotations"][ANNOTATION_TEMPLATE_HASH] = old_digest
+    assert spec_patch(base, remote) is None  # the old digest still matches the unchanged Job
+    mgr = copy.deepcopy(base)
+    if change == "resources":
+        mgr["spec"]["template"]["spec"]["containers"][0]["resources"] = NEW_RESOURCES
+    else:
+        mgr["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "c"}
+    patch = spec_patch(mgr, remote)
+    assert bool(patch and rewrites_template(patch)) is rewritten
