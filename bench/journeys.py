@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,9 +21,8 @@ from builtin_controller.semantics import parse_version
 from jobapi.times import format_time
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import EVENTS, JOBS, PODS, Obj
-from mirror.jobs.status_translation import desired_manager_status
 from testkit.jobs import KWOK_OUTCOME, cond, make_job, true_types_in_order
-from testkit.status_sequences import WorkerSequence, sample_sequences, step_time
+from testkit.status_sequences import ReplayRejected, WorkerSequence, replay, sample_sequences
 from testkit.waiting import ensure_namespace, get_or_none, wait_for
 
 
@@ -327,26 +325,6 @@ async def decided_outcome(ctx: JourneyContext) -> None:
     expect(dispatched == 1, f"Dispatched {dispatched} times")
 
 
-async def _replay_one(client: ClusterClient, ns: str, seq: WorkerSequence, name: str) -> int:
-    """Write one translated history through the status subresource; the number of writes."""
-    body = copy.deepcopy(seq.manager_job)
-    body["metadata"] = {"name": name}
-    job = await client.create(JOBS, ns, body)
-    for i, step in enumerate(seq.steps):
-        if bool(job["spec"].get("suspend")) != step.manager_suspend:
-            job = await client.patch(JOBS, ns, name, {"spec": {"suspend": step.manager_suspend}})
-        desired = desired_manager_status(job, step.remote, step_time(seq.start_time, i))
-        try:
-            job = await client.replace(JOBS, ns, name, {**job, "status": desired}, subresource="status")
-        except ApiError as exc:
-            raise JourneyFailed(f"{name} step {i} ({step.action}, {seq.style} worker) rejected: {exc.message}\n"
-                                f"old={job.get('status')}\nnew={desired}") from exc
-        expect(job.get("status", {}) == desired, f"{name} step {i} ({step.action}, {seq.style} worker) stored "
-                                                 f"differently:\nwrote={desired}\nstored={job.get('status')}")
-    await client.delete(JOBS, ns, name)
-    return len(seq.steps)
-
-
 async def status_replay(ctx: JourneyContext) -> None:
     """Generated worker histories (fixed seed), translated and written to this manager: every write
     accepted and stored as written."""
@@ -361,7 +339,10 @@ async def status_replay(ctx: JourneyContext) -> None:
 
     async def one(i: int, seq: WorkerSequence) -> int:
         async with gate:
-            return await _replay_one(ctx.manager, ctx.free_ns, seq, f"replay-{i:03d}")
+            try:
+                return await replay(ctx.manager, ctx.free_ns, seq, f"replay-{i:03d}")
+            except ReplayRejected as exc:
+                raise JourneyFailed(str(exc)) from exc
 
     writes = await asyncio.gather(*(one(i, s) for i, s in enumerate(seqs)))
     ctx.notes["statusWrites"] = sum(writes)

@@ -31,6 +31,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from jobapi.times import format_time
+from kruntime.client import ApiError, ClusterClient
+from kruntime.resources import JOBS
 from mirror.jobs.status_translation import desired_manager_status
 
 STEP_SECONDS = 10
@@ -582,3 +584,32 @@ def sample_sequences(seed: int, n: int, max_steps: int = 15) -> list[WorkerSeque
 
     collect()
     return drawn[:n]
+
+
+async def replay(client: ClusterClient, ns: str, seq: WorkerSequence, name: str) -> int:
+    """Write one translated history to a real manager, step by step through the status
+    subresource, so its API server judges each write against the previous one as in production;
+    the number of writes. Accepted is not enough: the server must store what was meant (a field
+    it dropped or defaulted differently would make the next pass see a difference forever).
+    Raises :class:`ReplayRejected` naming the step."""
+    body = copy.deepcopy(seq.manager_job)
+    body["metadata"] = {"name": name}
+    job = await client.create(JOBS, ns, body)
+    for i, step in enumerate(seq.steps):
+        if bool(job["spec"].get("suspend")) != step.manager_suspend:
+            job = await client.patch(JOBS, ns, name, {"spec": {"suspend": step.manager_suspend}})
+        desired = desired_manager_status(job, step.remote, step_time(seq.start_time, i))
+        where = f"{name} step {i} ({step.action}, {seq.style} worker)"
+        try:
+            job = await client.replace(JOBS, ns, name, {**job, "status": desired}, subresource="status")
+        except ApiError as exc:
+            raise ReplayRejected(f"{where} rejected: {exc.message}\nold={job.get('status')}\nnew={desired}\n"
+                                 f"remote={(step.remote or {}).get('status')}") from exc
+        if job.get("status", {}) != desired:
+            raise ReplayRejected(f"{where} stored differently:\nwrote={desired}\nstored={job.get('status')}")
+    await client.delete(JOBS, ns, name)
+    return len(seq.steps)
+
+
+class ReplayRejected(AssertionError):
+    """A translated status the real API server refused, or stored otherwise than written."""

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 
+from clusterbed import versions
 from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
 from testkit.waiting import ensure_namespace, wait_for
@@ -26,6 +27,14 @@ WORKER_2 = ClusterSpec("worker-2", nodes=2)
 APISERVER_ONLY = ClusterSpec("apiserver-only", controller_manager=False, nodes=0)
 KCM_JOBS = ClusterSpec("kcm-jobs", nodes=0)  # upstream Job controller, pods driven as a kubelet
 KCM_NO_JOBS = ClusterSpec("kcm-no-jobs", job_controller=False, nodes=0)  # our Job controller's shape
+
+
+def apiserver_at(version: str) -> ClusterSpec:
+    """The default manager, or an API server alone at ``version``: status validation lives there."""
+    if version == versions.KUBE_VERSION:
+        return MANAGER
+    return ClusterSpec(f"apiserver-{version.replace('.', '-')}", kube_version=version, controller_manager=False,
+                       nodes=0)
 
 
 @pytest.fixture(scope="session")

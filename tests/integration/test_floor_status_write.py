@@ -24,20 +24,12 @@ from jobapi.times import utcnow
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, NAMESPACES
 from mirror.jobs.status_translation import desired_manager_status
-from tests.conftest import MANAGER
+from tests.conftest import apiserver_at
 from tests.unit.test_bench_floor import FINAL_IDS, FINAL_WORKER_STATUSES
 
 pytestmark = pytest.mark.integration
 
 NS = f"floor-{uuid.uuid4().hex[:6]}"
-
-
-def _manager_at(version: str) -> ClusterSpec:
-    """The default manager, or an API server alone at ``version`` (the spec test_status_replay uses)."""
-    if version == versions.KUBE_VERSION:
-        return MANAGER
-    return ClusterSpec(f"apiserver-{version.replace('.', '-')}", kube_version=version, controller_manager=False,
-                       nodes=0)
 
 
 async def _write_once(kubeconfig: str, worker_status: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +57,6 @@ async def _write_once(kubeconfig: str, worker_status: dict[str, Any]) -> dict[st
 @pytest.mark.parametrize("worker_status", FINAL_WORKER_STATUSES, ids=FINAL_IDS)
 def test_the_floors_single_status_write_is_accepted(cluster: Callable[[ClusterSpec], LocalCluster], version: str,
                                                     worker_status: dict[str, Any]) -> None:
-    written = asyncio.run(_write_once(str(cluster(_manager_at(version)).kubeconfig), worker_status))
+    written = asyncio.run(_write_once(str(cluster(apiserver_at(version)).kubeconfig), worker_status))
     types = {c["type"] for c in written["status"]["conditions"] if c["status"] == "True"}
     assert types in ({"SuccessCriteriaMet", "Complete"}, {"FailureTarget", "Failed"}), written["status"]
