@@ -85,15 +85,25 @@ def build_remote_copy(manager: Obj, *, origin: str, origin_cluster: str, remote_
     return out
 
 
+def _template(job: Obj) -> Obj:
+    return (job.get("spec") or {}).get("template") or {}
+
+
+def _resources(job: Obj) -> dict[str, list[object]]:
+    """Each container list's resources, in order: what a 1.36+ manager lets change on a suspended Job."""
+    tspec = _template(job).get("spec") or {}
+    return {f: [c.get("resources") for c in tspec.get(f) or []] for f in CONTAINER_LISTS}
+
+
 def _directives(job: Obj, *, containers: bool = True) -> Obj:
     """The template parts a re-admission may rewrite, minus labels each cluster generates."""
-    tmpl = (job.get("spec") or {}).get("template") or {}
+    tmpl = _template(job)
     tmd, tspec = tmpl.get("metadata") or {}, tmpl.get("spec") or {}
     out = {"metadata": {"labels": {k: v for k, v in (tmd.get("labels") or {}).items() if k not in _SYSTEM_LABELS},
                         "annotations": dict(tmd.get("annotations") or {})},
            "spec": {f: tspec.get(f) for f in SCHEDULING_FIELDS}}
     if containers:
-        out["resources"] = {f: [c.get("resources") for c in tspec.get(f) or []] for f in CONTAINER_LISTS}
+        out["resources"] = _resources(job)
     return out
 
 
@@ -120,11 +130,10 @@ def _rewrite(manager: Obj, remote: Obj) -> Obj:
     and the copy is then created again from the manager's template)."""
     patch = merge_diff(_directives(remote, containers=False), _directives(manager, containers=False))
     assert isinstance(patch, dict)
-    mspec = (manager.get("spec") or {}).get("template", {}).get("spec") or {}
-    rspec = (remote.get("spec") or {}).get("template", {}).get("spec") or {}
+    want, have = _resources(manager), _resources(remote)
     for f in CONTAINER_LISTS:
-        if [c.get("resources") for c in mspec.get(f) or []] != [c.get("resources") for c in rspec.get(f) or []]:
-            patch.setdefault("spec", {})[f] = copy.deepcopy(mspec.get(f))
+        if want[f] != have[f]:
+            patch.setdefault("spec", {})[f] = copy.deepcopy((_template(manager).get("spec") or {}).get(f))
     return patch
 
 
