@@ -160,10 +160,13 @@ async def test_after_a_redispatch_indexes_are_the_deciding_runs(client_for: Clie
                                                    "spec": {"suspend": True}})
 
         async def held() -> bool:
+            # From 1.36 the manager takes a template rewrite of a suspended Job only with no active
+            # pod too (1.33-1.35: never started suffices), so wait for that as a queueing layer does.
             st = ((await env.get("runs")) or {}).get("status") or {}
-            return "startTime" not in st and cond({"status": st}, "Suspended") == "True"
+            return ("startTime" not in st and cond({"status": st}, "Suspended") == "True"
+                    and not st.get("active"))
 
-        await wait_for(held, timeout=30, what="manager suspended without startTime")
+        await wait_for(held, timeout=30, what="manager suspended without startTime and active pods")
         await env.manager.patch(JOBS, ns, "runs", {"spec": {"template": {"metadata": {
             "labels": {"jobmirror.dev/kwok-outcome": "fail"}}}}})
         w1.stop()
