@@ -60,7 +60,9 @@ class EventRecorder:
     def event(self, obj: Obj, etype: str, reason: str, message: str) -> None:
         """Queue an event; failures and drops are logged and counted, never raised into the caller."""
         md = obj.get("metadata", {})
-        log.info("event %s %s on %s/%s: %s", etype, reason, md.get("namespace"), md.get("name"), message)
+        # A Warning is worth a line at the default level; a Normal one is routine (the event itself is the record).
+        log.log(logging.INFO if etype == "Warning" else logging.DEBUG, "event %s %s on %s/%s: %s", etype, reason,
+                md.get("namespace"), md.get("name"), message)
         if self._queue is None:
             self._queue = asyncio.Queue(self.max_queued)
         if not self._tasks:

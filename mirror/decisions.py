@@ -317,6 +317,16 @@ def lost_for(unhealthy_for: float | None, *, configured_for: float) -> float:
     return configured_for if unhealthy_for is None else unhealthy_for
 
 
+def routine_cleanup(reason: str, propagation: str) -> bool:
+    """Whether deleting a copy is the normal end of a finished Job, which no event announces.
+
+    The Job's own terminal condition already tells the user it is over; an event per Job saying
+    its copy went cost a manager call per Job (issue 23). A copy deleted for any other reason
+    (the Job deleted, a stale or moved copy, a re-creation) is still evented.
+    """
+    return reason == "finished" and propagation == "Background"
+
+
 def says_something_new(previous: str | None, message: str) -> bool:
     """Whether a condition that holds pass after pass (e.g. ``NoWorker``) is evented again.
 

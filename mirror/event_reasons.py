@@ -27,10 +27,6 @@ class EventReason:
     action: str
 
 
-DISPATCHED = EventReason(
-    "Dispatched", NORMAL,
-    "The copy was created on the chosen worker (the message names it).",
-    "Nothing: the Job runs there; `kubectl jobmirror describe` shows why that worker was chosen.")
 REDISPATCHED = EventReason(
     "Redispatched", NORMAL,
     "The Job moved to another worker: its worker was lost for `workerLostTimeout`, or went away before "
@@ -101,7 +97,9 @@ NAME_COLLISION = EventReason(
     "Rename or remove the other Job on the worker; an unpinned Job is placed elsewhere meanwhile.")
 REMOTE_DELETED = EventReason(
     "RemoteDeleted", NORMAL,
-    "The copy was deleted on its worker (the Job finished or was deleted).",
+    "The copy was deleted on its worker because the Job was deleted (the message names the propagation), "
+    "or a copy that is not the Job's current one went (stale, moved, re-created). Not written for the "
+    "normal cleanup after the Job finished: its Complete/Failed condition says that.",
     "Nothing.")
 FINALIZER_RELEASED = EventReason(
     "FinalizerReleased", NORMAL,
@@ -141,7 +139,7 @@ WORKER_WARNING = EventReason(
 
 #: Every reason the mirror controller writes, in the order the reference lists them.
 ALL: tuple[EventReason, ...] = (
-    DISPATCHED, REDISPATCHED, PLACEMENT_MOVED, WAITING_FOR_ROOM, NO_WORKER, NO_WORKER_FITS, WORKER_NOT_CONFIGURED,
+    REDISPATCHED, PLACEMENT_MOVED, WAITING_FOR_ROOM, NO_WORKER, NO_WORKER_FITS, WORKER_NOT_CONFIGURED,
     WORKER_LOST, NAMESPACE_NOT_ALLOWED, NAMESPACE_MISSING, WORKER_REFUSED, WORKER_DROPPED_FIELDS, COPY_RECREATED,
     REPLACED, NAME_COLLISION, REMOTE_DELETED, FINALIZER_RELEASED, FINISHED_WITHOUT_COPY, COPY_LEFT_FOR_GC,
     STATUS_REJECTED, STALE_COPY_OUTCOME_USED, COPY_UNSCHEDULABLE, WORKER_WARNING,

@@ -50,12 +50,12 @@ from mirror.decisions import (
     refusal_exclusions,
     release_unclaimed,
     retry_delay,
+    routine_cleanup,
     says_something_new,
 )
 from mirror.event_reasons import (
     COPY_LEFT_FOR_GC,
     COPY_RECREATED,
-    DISPATCHED,
     FINALIZER_RELEASED,
     FINISHED_WITHOUT_COPY,
     NAME_COLLISION,
@@ -613,7 +613,9 @@ class Reconciler:
         self._pending[worker.name].add(job["metadata"]["uid"])
         metrics.DISPATCHES.labels(worker.name).inc()
         self._recalled(job["metadata"]["uid"]).refusals.pop("create", None)
-        self._say(job, DISPATCHED, f"created {ns}/{placement.remote_name} on worker {worker.name}")
+        # No event: the Job's placement annotations already say where it runs and why, for as long as it
+        # exists (an event expires after an hour), and a POST per Job cost a fifth of the manager calls.
+        log.debug("%s/%s: created %s on worker %s", ns, job["metadata"]["name"], placement.remote_name, worker.name)
         return created, Found()
 
     async def _create(self, job: Obj, worker: WorkerCluster, ns: str, body: Obj) -> Obj | None:
@@ -878,8 +880,11 @@ class Reconciler:
         self._attempted[worker.name].discard(uid)  # known gone: no need to ask the server again
         self._pending[worker.name].discard(uid)
         how = "" if propagation == "Background" else f", propagation {propagation}"
-        self.recorder.event(job, REMOTE_DELETED.type, REMOTE_DELETED.reason,
-                            f"deleted {md['namespace']}/{md['name']} on worker {worker.name} ({reason}{how})")
+        if routine_cleanup(reason, propagation):
+            log.debug("%s/%s: deleted its finished copy on worker %s", md["namespace"], md["name"], worker.name)
+        else:
+            self.recorder.event(job, REMOTE_DELETED.type, REMOTE_DELETED.reason,
+                                f"deleted {md['namespace']}/{md['name']} on worker {worker.name} ({reason}{how})")
         # A foreground delete answers with the object while its pods are still being deleted.
         return propagation != "Foreground" or answer.get("kind") == "Status"
 
