@@ -174,6 +174,11 @@ class Config(BaseSettings):
                                   "are claimed; empty = all namespaces.")
     resync_period: float = Field(30.0, gt=0, description="Seconds between two looks at every claimed Job "
                                  "(status is also mirrored on every worker watch event).")
+    status_batch_period: float = Field(1.0, ge=0, le=30, description=(
+        "Seconds a copy's running counters (active, ready, succeeded …) may wait before they are mirrored, so "
+        "the changes of that while go to the manager in one write; a condition (Complete, Failed, "
+        "SuccessCriteriaMet, Suspended …) is mirrored at once. 0 = every change at once. The built-in Job "
+        "controller batches its pods' updates the same way (1 s)."))
     worker_lost_timeout: float = Field(900.0, gt=0, description=(
         "Seconds a worker may be unreachable (or unconfigured) before its Jobs are re-dispatched (or, if already "
         "decided, finished) and deleted Jobs waiting on it release their finalizer."))

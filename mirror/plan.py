@@ -16,7 +16,9 @@ reconciler only performs writes and reads. The steps, in the order a pass meets 
 6. no copy there → FIND_OR_CREATE, then what it found: refused, vanished (decided outcome),
    created without fields (version skew), held (suspended) or nothing made;
 7. a copy that is not ours → COLLISION;
-8. WRITE_STATUS when the mirrored status would change; then FINISH if that finished it;
+8. WRITE_STATUS when the mirrored status would change (a change of running counters only waits
+   up to the status batch period, so the changes of that while go in one write); then FINISH if
+   that finished it;
 9. MOVE_STUCK when the copy's pods could not be scheduled past the timeout (unpinned only);
 10. PATCH_COPY when the copy's mutable spec differs; else REQUEUE after the resync period.
 """
@@ -46,6 +48,7 @@ from mirror.decisions import (
 )
 from mirror.kinds import MirroredKind
 from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_PIN, FINALIZER
+from mirror.propagation import interim_hold
 
 #: a pass that has not stopped after this many actions is cut short (a planning bug, not a state)
 MAX_ACTIONS = 16
@@ -84,6 +87,8 @@ class Action:
     patch: Obj | None = None
     #: WRITE_STATUS, USE_STALE_OUTCOME: the status to write (computed once, by the plan)
     status: Obj | None = None
+    #: REQUEUE: a change of the copy's counters waits to be mirrored with the next ones (``after`` is when)
+    status_held: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,10 @@ class Group:
     stuck: str | None = None
     #: the off-placement copies this pass already dealt with
     handled: frozenset[str] = field(default_factory=frozenset)
+    #: seconds since the copy's oldest unmirrored status change appeared (None: not dated)
+    status_pending_for: float | None = None
+    #: how long running counters may wait to be mirrored together (Config.status_batch_period)
+    status_batch_period: float = 0.0
 
     @property
     def placement(self) -> Placement:
@@ -193,10 +202,16 @@ def next_action(kind: MirroredKind, g: Group) -> Action:
     if copy_plan.collision:
         return Action(Do.COLLISION, worker=placement.worker)
     # Status first: a worker refusing the spec change must not stop the mirroring.
+    hold = 0.0
     if not g.wrote_status and (desired := status_to_write(kind, job, remote, g.now)) is not None:
-        return Action(Do.WRITE_STATUS, worker=placement.worker, status=desired)
+        hold = interim_hold(job.get("status") or {}, desired, pending_for=g.status_pending_for,
+                            period=g.status_batch_period)
+        if not hold:
+            return Action(Do.WRITE_STATUS, worker=placement.worker, status=desired)
     if g.stuck is not None and not annotations_of(job).get(ANNOTATION_PIN):  # a pinned copy only gets the event
         return Action(Do.MOVE_STUCK, worker=placement.worker)
     if copy_plan.spec_patch is not None:
         return Action(Do.PATCH_COPY, worker=placement.worker, patch=copy_plan.spec_patch)
+    if hold:
+        return Action(Do.REQUEUE, after=hold, status_held=True)  # counters only: mirrored together shortly
     return Action(Do.REQUEUE, after=g.resync)

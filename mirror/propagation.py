@@ -32,6 +32,24 @@ def newly_decided(kind: MirroredKind, old: Obj | None, new: Obj) -> bool:
     return now is not None and now != (kind.outcome(old) if old is not None else None)
 
 
+def _conditions(status: Obj) -> list[tuple[str, str]]:
+    return [(str(c.get("type")), str(c.get("status"))) for c in status.get("conditions") or []]
+
+
+def interim_hold(stored: Obj, desired: Obj, *, pending_for: float | None, period: float) -> float:
+    """Seconds the write of ``desired`` over ``stored`` may still wait; 0: write now.
+
+    Only a change of running counters waits (active, ready, succeeded, startTime …), and only
+    until the first unmirrored change is ``period`` old: the changes of that while then go in
+    one write instead of one each. A change of the conditions (the outcome, Suspended) never
+    waits, and neither does a change whose age is unknown (no watch event dated it, e.g. after a
+    restart): nothing that decides is delayed, and nothing waits for ever.
+    """
+    if period <= 0 or pending_for is None or _conditions(stored) != _conditions(desired):
+        return 0.0
+    return max(0.0, period - pending_for)
+
+
 class StatusLag:
     """Per manager uid: when its copy's status first changed without being mirrored yet, and on which worker."""
 
@@ -50,6 +68,11 @@ class StatusLag:
         if since is None:
             return None
         return since[1], max(0.0, self.clock() - since[0])
+
+    def pending_for(self, uid: str) -> float | None:
+        """Seconds since the copy's oldest change not mirrored yet appeared; None when none is dated."""
+        since = self._since.get(uid)
+        return None if since is None else max(0.0, self.clock() - since[0])
 
     def forget(self, uid: str) -> None:
         self._since.pop(uid, None)

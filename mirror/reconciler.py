@@ -242,7 +242,7 @@ class Reconciler:
         group = self._read(job)
         for _ in range(MAX_ACTIONS):
             action = next_action(self.kind, group)
-            if action.do in (Do.REQUEUE, Do.PATCH_COPY) and not group.wrote_status \
+            if action.do in (Do.REQUEUE, Do.PATCH_COPY) and not group.wrote_status and not action.status_held \
                     and group.placement.worker in group.copies:
                 self.status_lag.forget(group.job["metadata"]["uid"])  # the manager already says what the copy says
             if action.do is Do.REQUEUE:
@@ -271,7 +271,8 @@ class Reconciler:
         return Group(job, copies, self._worker_states(job), now=self.now(), origin=self.origin,
                      resync=self.cfg.resync_period, worker_lost_timeout=self.cfg.worker_lost_timeout,
                      configured_for=time.monotonic() - self._started, unconfigured_said=memory.unconfigured_noted,
-                     stuck=memory.stuck.get(placed or ""))
+                     stuck=memory.stuck.get(placed or ""), status_pending_for=self.status_lag.pending_for(uid),
+                     status_batch_period=self.cfg.status_batch_period)
 
     def _worker_states(self, job: Obj) -> dict[str, WorkerState]:
         """Each worker as a pass sees it (re-read after every action: a call may have found one down)."""
@@ -356,6 +357,10 @@ class Reconciler:
 
     def _remember(self, job: Obj) -> Obj:
         return self._own.record(job)
+
+    def own_echo(self, job: Obj) -> bool:
+        """``job`` is what a pass of ours wrote (or read live) and then acted on: no pass needed for it."""
+        return self._own.is_echo(job)
 
     def _fresher(self, key: str, cached: Obj | None) -> Obj | None:
         """The cached Job, unless our own last write or read of it is newer than the cache.

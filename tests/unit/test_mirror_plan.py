@@ -76,6 +76,7 @@ def group(job: Obj, copies: dict[str, Obj] | None = None, workers: dict[str, Wor
 
 J = manager()
 RUNNING_COPY = copy_of(J, status={"active": 1, "startTime": T0})
+READY_COPY = copy_of(J, status={"active": 1, "ready": 1, "startTime": T0})
 FOREIGN = {**copy.deepcopy(RUNNING_COPY), "metadata": {**RUNNING_COPY["metadata"], "labels": {}}}
 REFUSED = ApiError(403, "Forbidden", "quota")
 PINNED = manager()
@@ -114,6 +115,21 @@ CASES: list[tuple[str, Group, Action]] = [
      Action(Do.DROPPED_FIELDS, worker="w1")),
     ("collision", group(J, {"w1": FOREIGN}), Action(Do.COLLISION, worker="w1")),
     ("status-changed", group(J, {"w1": RUNNING_COPY}), Action(Do.WRITE_STATUS, worker="w1")),
+    # Counters only, 0.25 s old, a 1 s batch: held for the rest of the second, then written with the next ones.
+    ("counters-held", group(mirrored(J, RUNNING_COPY), {"w1": READY_COPY}, status_pending_for=0.25,
+                            status_batch_period=1.0), Action(Do.REQUEUE, after=0.75, status_held=True)),
+    ("counters-due", group(mirrored(J, RUNNING_COPY), {"w1": READY_COPY}, status_pending_for=1.5,
+                           status_batch_period=1.0), Action(Do.WRITE_STATUS, worker="w1")),
+    ("counters-undated", group(mirrored(J, RUNNING_COPY), {"w1": READY_COPY}, status_batch_period=1.0),
+     Action(Do.WRITE_STATUS, worker="w1")),
+    ("counters-no-batching", group(mirrored(J, RUNNING_COPY), {"w1": READY_COPY}, status_pending_for=0.25),
+     Action(Do.WRITE_STATUS, worker="w1")),
+    ("outcome-never-held", group(mirrored(J, RUNNING_COPY), {"w1": copy_of(J, status=COMPLETE)},
+                                 status_pending_for=0.0, status_batch_period=1.0),
+     Action(Do.WRITE_STATUS, worker="w1")),
+    ("held-counters-yield-to-a-spec-patch", group(mirrored(J, copy_of(J, parallelism=3)), {"w1": copy_of(
+        J, parallelism=3, status={"active": 3})}, status_pending_for=0.5, status_batch_period=1.0),
+     Action(Do.PATCH_COPY, worker="w1", patch={"spec": {"parallelism": 1}})),
     ("spec-changed", group(mirrored(J, copy_of(J, parallelism=3)), {"w1": copy_of(J, parallelism=3)}),
      Action(Do.PATCH_COPY, worker="w1", patch={"spec": {"parallelism": 1}})),
     ("in-sync", group(mirrored(J, RUNNING_COPY), {"w1": RUNNING_COPY}), Action(Do.REQUEUE, after=30.0)),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kruntime.resources import Obj
-from mirror.propagation import StatusLag, status_changed
+from mirror.propagation import StatusLag, interim_hold, status_changed
 
 RUNNING: Obj = {"metadata": {"name": "c"}, "status": {"active": 1}}
 DONE: Obj = {"metadata": {"name": "c"}, "status": {"succeeded": 1}}
@@ -68,3 +68,38 @@ def test_a_clock_that_goes_backwards_never_gives_a_negative_wait() -> None:
     lag.changed("u", "w")
     clock.t -= 5
     assert lag.mirrored("u") == ("w", 0.0)
+
+
+RUN: Obj = {"active": 1, "startTime": "t"}
+SUSPENDED: Obj = {"conditions": [{"type": "Suspended", "status": "True"}]}
+MET: Obj = {"active": 1, "conditions": [{"type": "SuccessCriteriaMet", "status": "True"}]}
+
+
+@pytest.mark.parametrize(("stored", "desired", "pending_for", "period", "hold"), [
+    ({}, RUN, 0.25, 1.0, 0.75),  # counters only: wait for the rest of the batch period
+    (RUN, {**RUN, "ready": 1}, 0.0, 1.0, 1.0),
+    (RUN, {**RUN, "ready": 1}, 1.0, 1.0, 0.0),  # due
+    (RUN, {**RUN, "ready": 1}, 7.0, 1.0, 0.0),  # overdue: never negative
+    (RUN, {**RUN, "ready": 1}, None, 1.0, 0.0),  # undated (after a restart): written at once
+    (RUN, {**RUN, "ready": 1}, 0.1, 0.0, 0.0),  # batching off
+    (RUN, MET, 0.0, 1.0, 0.0),  # a condition appears: the outcome is never delayed
+    (MET, RUN, 0.0, 1.0, 0.0),  # a condition goes (a re-admitted copy)
+    (RUN, SUSPENDED, 0.0, 1.0, 0.0),
+    ({**SUSPENDED, "active": 1}, SUSPENDED, 0.0, 1.0, 1.0),  # the same conditions, fewer pods: counters
+    ({"conditions": [{"type": "Suspended", "status": "False"}]}, SUSPENDED, 0.0, 1.0, 0.0),  # status flips
+])
+def test_interim_hold(stored: Obj, desired: Obj, pending_for: float | None, period: float, hold: float) -> None:
+    assert interim_hold(stored, desired, pending_for=pending_for, period=period) == pytest.approx(hold)
+
+
+def test_pending_for_dates_the_oldest_unmirrored_change() -> None:
+    clock = Clock()
+    lag = StatusLag(10, clock=clock)
+    assert lag.pending_for("u1") is None
+    lag.changed("u1", "worker-1")
+    clock.t += 0.4
+    lag.changed("u1", "worker-1")
+    clock.t += 0.2
+    assert lag.pending_for("u1") == pytest.approx(0.6)
+    lag.mirrored("u1")
+    assert lag.pending_for("u1") is None
