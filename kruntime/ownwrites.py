@@ -45,5 +45,21 @@ class OwnWrites:
             return None
         return OwnWrite(obj, self.clock() - at)
 
+    def is_echo(self, obj: Obj) -> bool:
+        """Whether ``obj`` (a watch event) is exactly what our last write of it returned.
+
+        The pass that wrote it went on with that object, so the echo needs no pass of its own;
+        the write is forgotten, the cache now holds it.
+        """
+        key = key_of(obj)
+        entry = self._latest.get(key)
+        if entry is None:
+            return False
+        mine, md = entry[0]["metadata"], obj["metadata"]
+        if mine.get("uid") != md.get("uid") or mine.get("resourceVersion") != md.get("resourceVersion"):
+            return False
+        del self._latest[key]
+        return True
+
     def forget(self, key: str) -> None:
         self._latest.pop(key, None)

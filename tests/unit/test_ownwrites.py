@@ -39,3 +39,21 @@ def test_forget_and_unknown_keys() -> None:
     own.record(job("10"))
     own.forget("n/j")
     assert own.ahead_of("n/j", job("9")) is None
+
+
+@pytest.mark.parametrize(("name", "event", "echo"), [
+    ("the object our write returned", job("10"), True),
+    ("a later change by someone else", job("11"), False),
+    ("an earlier event still in flight", job("9"), False),
+    ("another Job of that name", job("10", uid="u2"), False),
+])
+def test_is_echo(name: str, event: Obj, echo: bool) -> None:
+    own = OwnWrites()
+    own.record(job("10"))
+    assert own.is_echo(event) is echo, name
+    # An echo is forgotten (the cache holds it now): asked again, it is not ours any more.
+    assert own.is_echo(job("10")) is not echo, name
+
+
+def test_nothing_written_is_no_echo() -> None:
+    assert OwnWrites().is_echo(job("1")) is False
