@@ -25,8 +25,8 @@ from bench.machine import REPO, machine_info
 
 WORKTREES = Path.home() / ".cache" / "jobmirror" / "ab"
 #: the figures kept per run, by name, and where compare's JSON has them
-FIGURES = ("all_complete_s", "dispatches_per_s", "status_p99_s", "api_per_job_manager", "api_per_job_workers",
-           "cpu_ms_per_job", "peak_rss_mib")
+FIGURES = ("all_complete_s", "dispatches_per_s", "dispatch_p99_s", "status_p99_s", "own_manager_calls",
+           "api_per_job_manager", "api_per_job_workers", "cpu_ms_per_job", "passes_per_job", "peak_rss_mib")
 
 
 def _git(*args: str, cwd: Path = REPO) -> str:
@@ -52,11 +52,14 @@ def figures(compare_json: dict[str, Any]) -> dict[str, float]:
     return {
         "all_complete_s": r["throughput"]["allCompleteSeconds"],
         "dispatches_per_s": r["throughput"]["dispatchedPerSecond"],
+        "dispatch_p99_s": r["latencySeconds"]["dispatch"]["watch"]["p99"],
         "status_p99_s": r["latencySeconds"]["statusPropagation"]["watch"]["p99"],
+        "own_manager_calls": api["managerOwnCalls"]["total"],
         "api_per_job_manager": api["manager"]["perJobExcludingIdle"],
         "api_per_job_workers": round(sum(workers), 3),
         "cpu_ms_per_job": round(r["controller"]["cpuSecondsPerJob"] * 1000, 2),
         "peak_rss_mib": r["controller"]["peakRssMiB"],
+        "passes_per_job": round(r["controller"]["reconciles"] / max(1, sum(r["outcomes"].values())), 2),
         "complete": r["outcomes"].get("Complete", 0),
     }
 

@@ -13,12 +13,14 @@ RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 
 def test_figures_come_from_the_jobmirror_run_of_a_compare_result() -> None:
-    doc = json.loads((RESULTS / "compare-bare-jobmirror.json").read_text())
-    one = {**doc, "runs": [doc["runs"][-1]]}  # an ab run has one size
-    got = ab.figures(one)
-    jm = doc["runs"][-1]["results"]["jobmirror"]
+    doc = json.loads((RESULTS / "compare-floor.json").read_text())
+    thousand = next(r for r in doc["runs"] if r["jobs"] == 1000)
+    got = ab.figures({**doc, "runs": [thousand]})  # an ab run has one size
+    jm = thousand["results"]["jobmirror"]
     assert got["dispatches_per_s"] == jm["throughput"]["dispatchedPerSecond"]
     assert got["api_per_job_manager"] == jm["apiRequests"]["manager"]["perJobExcludingIdle"]
+    assert got["own_manager_calls"] == jm["apiRequests"]["managerOwnCalls"]["total"]
+    assert got["passes_per_job"] == round(jm["controller"]["reconciles"] / 1000, 2)
     assert got["complete"] == 1000 and set(ab.FIGURES) <= set(got)
 
 
