@@ -151,19 +151,26 @@ def missing_for_ever(shape: PodShape, node: NodeRoom) -> list[str]:
     return out
 
 
+def _within_allocatable(shape: PodShape, node: NodeRoom) -> bool:
+    """``not missing_for_ever(shape, node)``, without the phrases (asked on every fit)."""
+    allocatable = node.allocatable
+    return allocatable.get(PODS, 1) >= 1 and all(want <= allocatable.get(r, 0) for r, want in shape.requests.items())
+
+
 def could_ever_run(shape: PodShape, node: NodeRoom) -> bool:
-    return selects(shape, node) and not untolerated(shape, lasting(node.taints)) and not missing_for_ever(shape, node)
+    return selects(shape, node) and not untolerated(shape, lasting(node.taints)) and _within_allocatable(shape, node)
 
 
 def runs_now(shape: PodShape, node: NodeRoom) -> bool:
-    """Whether one more pod of ``shape`` fits on ``node`` as it is now."""
+    """Whether one more pod of ``shape`` fits on ``node`` as it is now (the cheap tests first: a
+    full node is the common no)."""
     if not node.ready or (node.cordoned and not _cordon_tolerated(shape)):
-        return False
-    if not could_ever_run(shape, node) or untolerated(shape, node.taints):
         return False
     if node.free(PODS) < 1:
         return False
     if any(node.free(r) < want for r, want in shape.requests.items()):
+        return False
+    if not could_ever_run(shape, node) or untolerated(shape, node.taints):
         return False
     return not any(p.conflicts(q) for p in shape.ports for q in node.ports)
 

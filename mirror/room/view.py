@@ -4,7 +4,10 @@ Karmada's scheduler-estimator does this per member cluster with node and pod inf
 the pod watch filters terminal pods out on the server (``status.phase``) and each cached pod is
 cut down to what the fit needs (its node, its effective requests, its host ports), so memory
 follows the running pods, not their specs. Per node, what its pods request is kept up to date
-from the watch events, so asking for a Job's fit costs the nodes, not the pods.
+from the watch events, so asking for a Job's fit costs the nodes, not the pods. The rooms
+themselves are kept between fits, since every placement asks every worker: a node's room is
+made again when the node or a pod bound to it changes, the reservations are applied again
+after such a change or when one ends, and a new one is applied on top of the kept rooms.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from kruntime.client import ClusterClient
@@ -83,6 +87,13 @@ class _NodeLoad:
         self.requested: Counter[str] = Counter()
         self.pods = 0
         self.ports: Counter[HostPort] = Counter()
+        #: the :attr:`Loads.version` of its last change: a room made at this version is current
+        self.version = 0
+
+    def room(self, node: NodeRoom) -> NodeRoom:
+        """``node`` with what these pods take from it."""
+        return _taking(node, {r: v for r, v in self.requested.items() if v}, self.pods,
+                       frozenset(p for p, n in self.ports.items() if n > 0))
 
     def add(self, pod: Obj, sign: int) -> None:
         self.requested.update({r: sign * v for r, v in pod["requests"].items()})
@@ -107,10 +118,19 @@ class Reservation:
     until: float
 
 
+def _taking(room: NodeRoom, requested: Mapping[str, int], pod_count: int, ports: frozenset[HostPort]) -> NodeRoom:
+    """``room`` with these pods on it (what ``dataclasses.replace`` does, without its cost per call)."""
+    return NodeRoom(room.name, room.labels, room.allocatable, room.taints, room.cordoned, room.ready,
+                    requested, pod_count, ports)
+
+
 def with_reservations(rooms: Sequence[NodeRoom], reservations: Iterable[Reservation],
                       bound: Mapping[tuple[str, str], int]) -> list[NodeRoom]:
     """``rooms`` with the pods of each reservation not bound yet (``bound`` by namespace and Job)
-    taken from the first nodes where they fit now, as the scheduler would most likely put them."""
+    taken from the first nodes where they fit now, as the scheduler would most likely put them.
+
+    Each reservation is applied to what the ones before it left, so the rooms of a list with
+    one more reservation at its end are this function's answer for the list, then for the one."""
     out = list(rooms)
     for r in reservations:
         left = r.pods - bound.get((r.namespace, r.job), 0)
@@ -119,11 +139,22 @@ def with_reservations(rooms: Sequence[NodeRoom], reservations: Iterable[Reservat
                 break
             n = pods_fitting_now(r.shape, room, left)
             if n:
-                requested = Counter(room.requested)
-                requested.update({k: v * n for k, v in r.shape.requests.items()})
-                out[i] = replace(room, requested=dict(requested), pod_count=room.pod_count + n)
+                requested = dict(room.requested)
+                for k, v in r.shape.requests.items():
+                    requested[k] = requested.get(k, 0) + v * n
+                out[i] = _taking(room, requested, room.pod_count + n, room.ports)
                 left -= n
     return out
+
+
+@dataclass(frozen=True)
+class _NodeCache:
+    """One node's room and what it was made from: the (slim) node object and its load's version."""
+
+    node: Obj
+    static: NodeRoom
+    version: int
+    room: NodeRoom
 
 
 class Loads:
@@ -135,6 +166,9 @@ class Loads:
         self.pending = 0
         #: bound non-terminal pods per (namespace, Job name): what a reservation no longer holds
         self.bound: Counter[tuple[str, str]] = Counter()
+        #: counts the changes of bound pods: rooms (and reservations' use of them) made before are stale
+        self.version = 0
+        self._rooms: dict[str, _NodeCache] = {}
 
     def count(self, pod: Obj | None, sign: int) -> None:
         """Add (``sign`` 1) or take back (-1) one pod, as :func:`slim_pod` cut it."""
@@ -144,7 +178,10 @@ class Loads:
         if not node:
             self.pending += sign
             return
-        self._by_node.setdefault(node, _NodeLoad()).add(pod, sign)
+        load = self._by_node.setdefault(node, _NodeLoad())
+        load.add(pod, sign)
+        self.version += 1
+        load.version = self.version
         if pod.get("job"):
             key = (pod["metadata"].get("namespace", ""), pod["job"])
             self.bound[key] += sign
@@ -152,15 +189,22 @@ class Loads:
                 del self.bound[key]
 
     def rooms(self, nodes: Sequence[Obj]) -> list[NodeRoom]:
-        """Every node with what its pods take from it now."""
-        out = []
+        """Every node with what its pods take from it now.
+
+        A node's room is kept until its object is replaced (a watch event; allocatable is parsed
+        once per node object) or a pod bound to it changes: most fits find nothing changed."""
+        out, cache = [], {}
         for node in nodes:
-            room = node_room(node)
-            load = self._by_node.get(room.name)
-            if load is not None:
-                room = replace(room, requested={r: v for r, v in load.requested.items() if v},
-                               pod_count=load.pods, ports=frozenset(p for p, n in load.ports.items() if n > 0))
-            out.append(room)
+            name = (node.get("metadata") or {}).get("name", "")
+            load = self._by_node.get(name)
+            version = 0 if load is None else load.version
+            hit = self._rooms.get(name)
+            if hit is None or hit.node is not node or hit.version != version:
+                static = hit.static if hit is not None and hit.node is node else node_room(node)
+                hit = _NodeCache(node, static, version, static if load is None else load.room(static))
+            cache[name] = hit
+            out.append(hit.room)
+        self._rooms = cache
         return out
 
 
@@ -176,6 +220,23 @@ def rooms_of(nodes: Sequence[Obj], pods: Sequence[Obj]) -> tuple[list[NodeRoom],
 RESERVATION_SECONDS = 60.0
 
 
+@dataclass(frozen=True)
+class _Reserved:
+    """Rooms with reservations, and what they were made from."""
+
+    #: :attr:`Loads.version` and :attr:`RoomView._reserved_version` then
+    versions: tuple[int, int]
+    #: the rooms without reservations (compared by identity: :meth:`Loads.rooms` keeps them)
+    base: Sequence[NodeRoom]
+    #: how many of the reservations, in order, are applied
+    applied: int
+    rooms: list[NodeRoom]
+
+
+def _same(a: Sequence[NodeRoom], b: Sequence[NodeRoom]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
 class RoomView:
     """The room of one worker, from two informers on its watch client."""
 
@@ -187,7 +248,15 @@ class RoomView:
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node)
         self.loads = Loads()
+        #: in the order they were made (a new one is applied on top of the cached rooms)
         self.reserved: dict[str, Reservation] = {}
+        #: counts reservations dropped or replaced: the cached rooms must be remade
+        self._reserved_version = 0
+        #: no reservation lapses before this (may be earlier than the first that does: a look too many)
+        self._next_lapse = float("inf")
+        #: the :attr:`Loads.version` the reservations were last checked for bound pods at (-1: check)
+        self._checked_at = -1
+        self._cached: _Reserved | None = None
         self.clock = clock
         #: called with the worker's name when room may have appeared (a bound pod left, a node
         #: changed): Jobs waiting in the manager for it are looked at again at once
@@ -195,10 +264,17 @@ class RoomView:
 
     def reserve(self, uid: str, namespace: str, job: str, shape: PodShape, pods: int) -> None:
         """Hold room for the copy of manager Job ``uid`` just placed here, until its pods are bound."""
-        self.reserved[uid] = Reservation(namespace, job, shape, pods, self.clock() + RESERVATION_SECONDS)
+        r = Reservation(namespace, job, shape, pods, self.clock() + RESERVATION_SECONDS)
+        if uid in self.reserved:
+            self._reserved_version += 1
+        if self.loads.bound.get((namespace, job), 0) >= pods:
+            self._checked_at = -1  # bound already: dropped at the next look, as the others
+        self.reserved[uid] = r
+        self._next_lapse = min(self._next_lapse, r.until)
 
     def release(self, uid: str) -> None:
-        self.reserved.pop(uid, None)
+        if self.reserved.pop(uid, None) is not None:
+            self._reserved_version += 1
 
     def _room_may_have_appeared(self) -> None:
         if self.on_room is not None:
@@ -227,16 +303,38 @@ class RoomView:
             return  # a heartbeat: nothing the fit reads changed
         self._room_may_have_appeared()
 
+    def _drop_done(self) -> None:
+        """Drop the reservations that lapsed or whose pods are all bound (looking only when one may have)."""
+        now = self.clock()
+        if self._next_lapse >= now and self._checked_at == self.loads.version:
+            return
+        done = [u for u, r in self.reserved.items()
+                if r.until < now or self.loads.bound.get((r.namespace, r.job), 0) >= r.pods]
+        for uid in done:
+            del self.reserved[uid]
+        if done:
+            self._reserved_version += 1
+        self._next_lapse = min((r.until for r in self.reserved.values()), default=float("inf"))
+        self._checked_at = self.loads.version
+
     def rooms(self) -> list[NodeRoom]:
-        """The nodes with what their pods take, and what copies placed here but not bound yet will."""
+        """The nodes with what their pods take, and what copies placed here but not bound yet will.
+
+        Same as :func:`with_reservations` over :meth:`Loads.rooms` every time, but kept: made
+        again when a pod, a node or a reservation ended changes it, extended when one is added."""
         rooms = self.loads.rooms(self.nodes.items())
         if not self.reserved:
             return rooms
-        now = self.clock()
-        for uid in [u for u, r in self.reserved.items()
-                    if r.until < now or self.loads.bound.get((r.namespace, r.job), 0) >= r.pods]:
-            del self.reserved[uid]
-        return with_reservations(rooms, self.reserved.values(), self.loads.bound)
+        self._drop_done()
+        versions = (self.loads.version, self._reserved_version)
+        c = self._cached
+        if c is None or c.versions != versions or c.applied > len(self.reserved) or not _same(c.base, rooms):
+            c = _Reserved(versions, rooms, 0, rooms)
+        if c.applied < len(self.reserved):
+            more = islice(self.reserved.values(), c.applied, None)
+            c = _Reserved(versions, c.base, len(self.reserved), with_reservations(c.rooms, more, self.loads.bound))
+        self._cached = c
+        return list(c.rooms)
 
     def fit(self, shape: PodShape, want: int) -> WorkerFit:
         return worker_fit(shape, self.rooms(), want)

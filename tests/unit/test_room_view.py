@@ -7,14 +7,30 @@ are deleted, nodes are cordoned — and the fit a Job would get follows.
 from __future__ import annotations
 
 import asyncio
+import copy
+import random
+from collections import Counter
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 
+import mirror.room.view as view_module
 from kruntime.resources import NODES, PODS, Obj
 from mirror import metrics
-from mirror.room.requests import PodShape, shape_of_template
-from mirror.room.view import RoomView, free_summary, room_totals, rooms_of, slim_pod
+from mirror.room.fit import NodeRoom, node_room, pods_fitting_now, worker_fit
+from mirror.room.requests import PodShape, host_ports, pod_requests, shape_of_template
+from mirror.room.view import (
+    JOB_NAME_LABEL,
+    RESERVATION_SECONDS,
+    Reservation,
+    RoomView,
+    free_summary,
+    room_totals,
+    rooms_of,
+    slim_node,
+    slim_pod,
+)
 from testkit.fakecluster import FakeApiServer
 
 GPU = "example.com/gpu"
@@ -188,3 +204,201 @@ async def test_room_appearing_is_announced(room: tuple[FakeApiServer, RoomView])
     await server.client("admin").patch(NODES, None, "n1", {"spec": {"unschedulable": True}})
     await settle()
     assert said == ["w1", "w1"]
+
+
+# -- the rooms kept between fits are the rooms computed from scratch ------------------------------
+
+
+def scratch_rooms(nodes: list[Obj], pods: list[Obj]) -> list[NodeRoom]:
+    """Every node parsed and every pod summed again, as the view did before it kept anything."""
+    out = []
+    for n in nodes:
+        room = node_room(n)
+        on = [p for p in pods if (p["spec"].get("nodeName") or "") == room.name]
+        if on:
+            requested: Counter[str] = Counter()
+            for p in on:
+                requested.update(pod_requests(p["spec"]))
+            room = replace(room, requested={r: v for r, v in requested.items() if v}, pod_count=len(on),
+                           ports=frozenset(hp for p in on for hp in host_ports(p["spec"])))
+        out.append(room)
+    return out
+
+
+def scratch_reserved(rooms: list[NodeRoom], reserved: dict[str, Reservation], bound: Counter[tuple[str, str]],
+                     now: float) -> list[NodeRoom]:
+    """Lapsed and bound reservations dropped from ``reserved``, the others' pods put on the first nodes they fit."""
+    for uid in [u for u, r in reserved.items() if r.until < now or bound[(r.namespace, r.job)] >= r.pods]:
+        del reserved[uid]
+    out = list(rooms)
+    for r in reserved.values():
+        left = r.pods - bound[(r.namespace, r.job)]
+        for i, room in enumerate(out):
+            n = pods_fitting_now(r.shape, room, left)
+            if n:
+                requested = Counter(room.requested)
+                requested.update({k: v * n for k, v in r.shape.requests.items()})
+                out[i] = replace(room, requested=dict(requested), pod_count=room.pod_count + n)
+                left -= n
+    return out
+
+
+class Fed:
+    """A view whose informers are fed events by hand (as the informer delivers them), and the truth."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.view = RoomView("w1", FakeApiServer().client("w1"), clock=lambda: self.now)
+        self.nodes: dict[str, Obj] = {}
+        self.pods: dict[str, Obj] = {}
+        self.reserved: dict[str, Reservation] = {}
+
+    def node(self, name: str, obj: Obj | None) -> None:
+        prev = self.view.nodes.cache.get(name)
+        if obj is None:
+            self.nodes.pop(name, None)
+            if prev is not None:
+                del self.view.nodes.cache[name]
+                self.view._on_node("DELETED", prev, prev)
+            return
+        self.nodes[name] = obj
+        self.view.nodes.cache[name] = slim = slim_node(obj)
+        self.view._on_node("ADDED" if prev is None else "MODIFIED", prev, slim)
+
+    def pod(self, name: str, obj: Obj | None) -> None:
+        prev = self.view.pods.cache.get(name)
+        if obj is None:
+            self.pods.pop(name, None)
+            if prev is not None:
+                del self.view.pods.cache[name]
+                self.view._on_pod("DELETED", prev, prev)
+            return
+        self.pods[name] = obj
+        self.view.pods.cache[name] = slim = slim_pod(obj)
+        self.view._on_pod("ADDED" if prev is None else "MODIFIED", prev, slim)
+
+    def reserve(self, uid: str, job: str, s: PodShape, pods: int) -> None:
+        self.view.reserve(uid, "ns", job, s, pods)
+        self.reserved[uid] = Reservation("ns", job, s, pods, self.now + RESERVATION_SECONDS)
+
+    def release(self, uid: str) -> None:
+        self.view.release(uid)
+        self.reserved.pop(uid, None)
+
+    def scratch(self) -> list[NodeRoom]:
+        pods = list(self.pods.values())
+        rooms = scratch_rooms(list(self.nodes.values()), pods)
+        if not self.reserved:
+            return rooms
+        bound = Counter(("ns", p["metadata"]["labels"][JOB_NAME_LABEL]) for p in pods
+                        if p["spec"].get("nodeName") and p["metadata"].get("labels"))
+        return scratch_reserved(rooms, self.reserved, bound, self.now)
+
+
+def random_node(rng: random.Random, name: str) -> Obj:
+    n = node(name, rng.choice(["2", "4", "3500m"]), {GPU: "2"} if rng.random() < 0.3 else None)
+    n["spec"] = {"unschedulable": rng.random() < 0.15,
+                 "taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}] if rng.random() < 0.15 else []}
+    n["status"]["conditions"] = [{"type": "Ready", "status": "True" if rng.random() < 0.9 else "False",
+                                  "lastHeartbeatTime": str(rng.random())}]
+    return n
+
+
+def random_pod(rng: random.Random, name: str, nodes: list[str]) -> Obj:
+    p = job_pod(name, rng.choice(["j0", "j1", "j2", "j3"]), rng.choice([*nodes, "gone", None, None]),
+                rng.choice(["250m", "500m", "1", "2"]))
+    if rng.random() < 0.2:
+        p["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": rng.choice([80, 8080])}]
+    return p
+
+
+def random_shape(rng: random.Random) -> PodShape:
+    spec: Obj = {"containers": [{"name": "c", "resources": {"requests": {
+        "cpu": rng.choice(["250m", "1", "3"]), **({GPU: "1"} if rng.random() < 0.2 else {})}}}]}
+    if rng.random() < 0.2:
+        spec["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 80}]
+    if rng.random() < 0.2:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": rng.choice(["n0", "n1"])}
+    if rng.random() < 0.2:
+        spec["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+    return shape_of_template({"spec": spec})
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_kept_rooms_are_the_rooms_from_scratch_after_every_change(seed: int) -> None:
+    """Node, pod and reservation changes and the clock, at random: after each, what the view keeps
+    is what it would compute from scratch, and the same reservations are left."""
+    rng = random.Random(seed)
+    fed = Fed()
+    names = ["n0", "n1", "n2", "n3"]
+    for _ in range(1000):
+        step = rng.random()
+        if step < 0.15:
+            name = rng.choice(names)
+            fed.node(name, None if rng.random() < 0.15 else random_node(rng, name))
+        elif step < 0.2 and fed.nodes:  # a heartbeat: a new object, nothing the fit reads changed
+            name = rng.choice(list(fed.nodes))
+            fed.node(name, copy.deepcopy(fed.nodes[name]))
+        elif step < 0.55:
+            name = f"p{rng.randrange(30)}"
+            fed.pod(name, None if rng.random() < 0.3 else random_pod(rng, name, names))
+        elif step < 0.6 and fed.pods:  # bound by the scheduler
+            name = rng.choice(list(fed.pods))
+            p = copy.deepcopy(fed.pods[name])
+            p["spec"]["nodeName"] = rng.choice(names)
+            fed.pod(name, p)
+        elif step < 0.75:
+            fed.reserve(f"u{rng.randrange(8)}", rng.choice(["j0", "j1", "j2", "j3"]), random_shape(rng),
+                        rng.randint(1, 3))
+        elif step < 0.82:
+            fed.release(rng.choice([*fed.reserved, "u9"]))
+            if rng.random() < 0.5:  # and another placed at once: as many reservations as before
+                fed.reserve(f"u{rng.randrange(8)}", rng.choice(["j0", "j1", "j2", "j3"]), random_shape(rng), 1)
+        elif step < 0.87:
+            fed.now += rng.choice([1.0, 10.0, 30.0])
+        if rng.random() < 0.5:
+            continue  # changes pile up between fits too
+        kept = fed.view.rooms()
+        assert kept == fed.scratch()
+        assert list(fed.view.reserved) == list(fed.reserved)
+        s = random_shape(rng)
+        want = rng.randint(1, 4)
+        assert fed.view.fit(s, want) == worker_fit(s, fed.scratch(), want)
+        assert fed.view.totals() == room_totals(fed.scratch())
+
+
+def test_a_nodes_allocatable_is_parsed_once_per_node_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[str] = []
+
+    def counting(n: Obj) -> NodeRoom:
+        parsed.append(n["metadata"]["name"])
+        return node_room(n)
+
+    monkeypatch.setattr(view_module, "node_room", counting)
+    fed = Fed()
+    fed.node("n1", node("n1"))
+    fed.node("n2", node("n2"))
+    fed.pod("a", pod("a", "n1", "1"))
+    fed.reserve("u1", "j", shape("1"), 1)
+    first = fed.view.rooms()
+    for _ in range(5):
+        assert fed.view.fit(shape("1"), 1).now == 1
+    assert parsed == ["n1", "n2"]
+    fed.pod("b", pod("b", "n1", "1"))  # a pod on n1: its room is made again, from the parsed node
+    again = fed.view.rooms()
+    assert parsed == ["n1", "n2"] and again[1] is first[1] and again[0] != first[0]
+    fed.node("n2", node("n2", cpu="8"))  # a new node object: parsed again
+    assert fed.view.rooms()[1].allocatable["cpu"] == 8000 and parsed == ["n1", "n2", "n2"]
+
+
+def test_a_reservation_made_after_the_others_lapsed_lapses_too() -> None:
+    fed = Fed()
+    fed.node("n1", node("n1"))
+    fed.reserve("u1", "j1", shape("4"), 1)
+    assert fed.view.fit(shape("1"), 1).now == 0
+    fed.now += 61
+    assert fed.view.fit(shape("1"), 1).now == 1 and not fed.view.reserved
+    fed.reserve("u2", "j2", shape("4"), 1)  # nothing else changed since the last look
+    assert fed.view.fit(shape("1"), 1).now == 0
+    fed.now += 61
+    assert fed.view.fit(shape("1"), 1).now == 1 and not fed.view.reserved
