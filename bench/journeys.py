@@ -21,6 +21,7 @@ from builtin_controller.semantics import parse_version
 from jobapi.times import format_time
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import EVENTS, JOBS, PODS, Obj
+from testkit.copies import CopyRecorder
 from testkit.jobs import KWOK_OUTCOME, cond, make_job, true_types_in_order
 from testkit.status_sequences import ReplayRejected, WorkerSequence, replay, sample_sequences
 from testkit.waiting import ensure_namespace, get_or_none, wait_for
@@ -96,6 +97,11 @@ class JourneyContext:
             st = ((await self.job(name)) or {}).get("status")
             raise JourneyFailed(f"no {reason} event on {name} after {timeout:.0f}s (events: {seen}); "
                                 f"its status: {st}"[:2000]) from exc
+
+    def copy_watch(self) -> CopyRecorder:
+        """``async with ctx.copy_watch() as copies``: every copy the worker holds in ``ns`` from then on;
+        ``await copies.made(uid)`` is every copy ever made of a Job (one: it was created once)."""
+        return CopyRecorder({self.worker_name: self.worker}, self.ns)
 
     async def pods(self, job: str) -> list[Obj]:
         items, _ = await self.worker.list_all(PODS, self.ns, label_selector=f"batch.kubernetes.io/job-name={job}")
@@ -286,43 +292,45 @@ async def decided_outcome(ctx: JourneyContext) -> None:
     decided status, not run again. The interim condition is written on the manager by the
     journey (as the mirror copies it from the worker), so the window is as long as it needs."""
     name = "decided-outcome"
-    ctx.at("create")
-    await ctx.create(make_job(name, completions=5, parallelism=1, duration_ms=1500))
-    ctx.at("wait for 1 completion mirrored")
-    job = await ctx.wait_job(name, lambda j: bool((j.get("status") or {}).get("active"))
-                             and int((j.get("status") or {}).get("succeeded") or 0) >= 1,
-                             f"{name} running with 1+ succeeded")
-    ctx.at("write SuccessCriteriaMet on the manager")
-    now = format_time(datetime.now(UTC))
-    conds = [*((job.get("status") or {}).get("conditions") or []),
-             {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached",
-              "message": "decided by the journey", "lastProbeTime": now, "lastTransitionTime": now}]
-    await ctx.manager.patch(JOBS, ctx.ns, name, {"status": {"conditions": conds}}, subresource="status")
-    ctx.at("wait for the controller to see the decision")
-    # The mirror writes this condition itself in production (and so knows it); written here, a
-    # copy deleted before the controller's cache has it would be re-created, as for any Job
-    # not decided: that is the journey racing, not the controller.
-    if ctx.controller_view is not None:
-        view = ctx.controller_view
-        await wait_for(lambda: asyncio.sleep(0, cond(view(name), "SuccessCriteriaMet") == "True"), timeout=30,
-                       what="SuccessCriteriaMet in the controller's cache")
-    else:
-        await asyncio.sleep(2)
-    ctx.at("delete the copy on the worker")
-    await ctx.worker.delete(JOBS, ctx.ns, name)
-    ctx.at("wait for FinishedWithoutCopy")
-    event = await ctx.wait_event(name, "FinishedWithoutCopy", timeout=60)
-    expect(f"gone from worker {ctx.worker_name}" in event["message"], f"event message: {event['message']}")
-    ctx.at("wait for Complete")
-    done = await ctx.wait_condition(name, "Complete", timeout=30)
-    st = done["status"]
-    expect(int(st.get("succeeded") or 0) >= 1 and not st.get("active"), f"counters as last mirrored: {st}")
-    expect(st.get("completionTime") and st.get("startTime"), f"startTime and completionTime: {st}")
-    ctx.at("check nothing runs again")
-    await asyncio.sleep(4)  # two resyncs
-    expect(await ctx.job(name, ctx.worker) is None, "a copy was created again on the worker")
-    dispatched = [e["reason"] for e in await ctx.events(name)].count("Dispatched")
-    expect(dispatched == 1, f"Dispatched {dispatched} times")
+    # Watched from before the create: a second copy, however short-lived, is a re-run.
+    async with ctx.copy_watch() as copies:
+        ctx.at("create")
+        uid = (await ctx.create(make_job(name, completions=5, parallelism=1, duration_ms=1500)))["metadata"]["uid"]
+        ctx.at("wait for 1 completion mirrored")
+        job = await ctx.wait_job(name, lambda j: bool((j.get("status") or {}).get("active"))
+                                 and int((j.get("status") or {}).get("succeeded") or 0) >= 1,
+                                 f"{name} running with 1+ succeeded")
+        ctx.at("write SuccessCriteriaMet on the manager")
+        now = format_time(datetime.now(UTC))
+        conds = [*((job.get("status") or {}).get("conditions") or []),
+                 {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached",
+                  "message": "decided by the journey", "lastProbeTime": now, "lastTransitionTime": now}]
+        await ctx.manager.patch(JOBS, ctx.ns, name, {"status": {"conditions": conds}}, subresource="status")
+        ctx.at("wait for the controller to see the decision")
+        # The mirror writes this condition itself in production (and so knows it); written here, a
+        # copy deleted before the controller's cache has it would be re-created, as for any Job
+        # not decided: that is the journey racing, not the controller.
+        if ctx.controller_view is not None:
+            view = ctx.controller_view
+            await wait_for(lambda: asyncio.sleep(0, cond(view(name), "SuccessCriteriaMet") == "True"), timeout=30,
+                           what="SuccessCriteriaMet in the controller's cache")
+        else:
+            await asyncio.sleep(2)
+        ctx.at("delete the copy on the worker")
+        await ctx.worker.delete(JOBS, ctx.ns, name)
+        ctx.at("wait for FinishedWithoutCopy")
+        event = await ctx.wait_event(name, "FinishedWithoutCopy", timeout=60)
+        expect(f"gone from worker {ctx.worker_name}" in event["message"], f"event message: {event['message']}")
+        ctx.at("wait for Complete")
+        done = await ctx.wait_condition(name, "Complete", timeout=30)
+        st = done["status"]
+        expect(int(st.get("succeeded") or 0) >= 1 and not st.get("active"), f"counters as last mirrored: {st}")
+        expect(st.get("completionTime") and st.get("startTime"), f"startTime and completionTime: {st}")
+        ctx.at("check nothing runs again")
+        await asyncio.sleep(4)  # two resyncs
+        expect(await ctx.job(name, ctx.worker) is None, "a copy was created again on the worker")
+        made = await copies.made(uid)
+        expect(len(made) == 1, f"{len(made)} copies made on the worker: {made}")
 
 
 async def status_replay(ctx: JourneyContext) -> None:

@@ -16,11 +16,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from kruntime.client import ClusterClient
+from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import EventType, Informer
 from kruntime.resources import JOBS, Obj
 from mirror.naming import LABEL_ORIGIN_UID
 from testkit.invariants import CopyLife, Recorder
+from testkit.waiting import wait_for
 
 
 @dataclass
@@ -30,11 +31,17 @@ class CopyRecorder:
     workers: Mapping[str, ClusterClient]
     namespace: str
     record: Recorder = field(default_factory=lambda: Recorder(managed_by="", origins=None))
+    #: copy uid -> (worker, its origin-uid label, resourceVersion) as the watch last delivered it;
+    #: the resourceVersion is "" once it is deleted
+    seen: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def _handler(self, worker: str) -> Callable[[EventType, Obj | None, Obj], None]:
         def on_event(etype: EventType, old: Obj | None, new: Obj) -> None:
             self.record.on_copy(worker, etype, new, time.monotonic())
+            md = new["metadata"]
+            self.seen[md["uid"]] = (worker, str((md.get("labels") or {}).get(LABEL_ORIGIN_UID) or ""),
+                                    "" if etype == "DELETED" else str(md.get("resourceVersion") or ""))
 
         return on_event
 
@@ -68,3 +75,32 @@ class CopyRecorder:
         lives = self.lives(manager_uid)
         return [(a, b) for i, a in enumerate(lives) for b in lives[i + 1:]
                 if a.ending is None or b.first_seen < a.ending]
+
+    async def made(self, manager_uid: str, *, timeout: float = 60) -> dict[str, str]:
+        """Every copy uid ever made for ``manager_uid``, with its worker, once the watches caught up.
+
+        "The copy was created exactly once" is ``len(await rec.made(uid)) == 1``: every create makes
+        a new uid, and the watch sees a copy however briefly it lived. Caught up means: on each
+        worker that answers, the copies it holds now are the ones the watch holds, at the same
+        resourceVersion (a worker the test stopped is skipped: what it held was watched until then).
+        """
+        async def agree() -> bool:
+            for worker, client in self.workers.items():
+                try:
+                    items, _ = await asyncio.wait_for(client.list_all(
+                        JOBS, self.namespace, label_selector=f"{LABEL_ORIGIN_UID}={manager_uid}"), 5)
+                except TimeoutError:  # a frozen worker
+                    continue
+                except ApiError as exc:
+                    if exc.status == 0:  # a stopped worker (a transport error)
+                        continue
+                    raise
+                held = {it["metadata"]["uid"]: str(it["metadata"].get("resourceVersion") or "") for it in items}
+                watched = {uid: rv for uid, (w, owner, rv) in self.seen.items()
+                           if w == worker and owner == manager_uid and rv}
+                if held != watched:
+                    return False
+            return True
+
+        await wait_for(agree, timeout=timeout, what=f"the copy watches caught up with the workers for {manager_uid}")
+        return self.copies_of(manager_uid)

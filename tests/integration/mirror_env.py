@@ -21,6 +21,7 @@ from mirror import metrics
 from mirror.config import Config, Worker
 from mirror.controller import MirrorController
 from mirror.naming import LABEL_ORIGIN_UID
+from testkit.copies import CopyRecorder
 from testkit.jobs import cond
 from testkit.jobs import make_job as make_job  # re-exported: the tests import it from here
 from tests.conftest import MANAGER, WORKER_1, WORKER_2, ensure_namespace, wait_for
@@ -80,6 +81,8 @@ class MirrorEnv:
     expected_logs: list[str] = field(default_factory=list)
     errors_before: dict[str, float] = field(default_factory=reconcile_errors)
     trap: LogTrap = field(default_factory=LogTrap)
+    #: a watch on every worker's copies in ``ns`` from the env's start (see :meth:`copies_made`)
+    copy_watch: CopyRecorder | None = None
 
     def expect_errors(self, *reasons: str, logs: Iterable[str] = ()) -> None:
         """Declare what this test provokes: reconcile error reasons and log-message regexes."""
@@ -148,6 +151,23 @@ class MirrorEnv:
                 out[wname] = it
         return out
 
+    async def copies_made(self, manager_uid: str, timeout: float = 60) -> dict[str, str]:
+        """Every copy the workers ever held of one manager Job, copy uid -> worker, as watched from the
+        env's start (caught up with the servers first). "Created exactly once" is a single entry."""
+        assert self.copy_watch is not None, "the env's copy watch runs only inside mirror_env"
+        return await self.copy_watch.made(manager_uid, timeout=timeout)
+
+    async def wait_copy(self, name: str, timeout: float = 30) -> tuple[str, Obj]:
+        """(worker, copy) once a worker holds a copy of manager Job ``name``."""
+        async def probe() -> tuple[str, Obj] | None:
+            job = await self.get(name)
+            if job is None:
+                return None
+            copies = await self.copies(job["metadata"]["uid"])
+            return next(iter(copies.items()), None)
+
+        return await wait_for(probe, timeout=timeout, what=f"a copy of {name} on a worker")  # type: ignore[no-any-return]
+
     async def wait_condition(self, name: str, ctype: str, timeout: float = 60) -> Obj:
         async def probe() -> Obj | None:
             j = await self.get(name)
@@ -203,9 +223,10 @@ async def mirror_env(
     root = logging.getLogger()
     root.addHandler(env.trap)
     try:
-        yield env
-        while env.controllers:
-            await env.stop()
+        async with CopyRecorder(wclients, ns) as env.copy_watch:
+            yield env
+            while env.controllers:
+                await env.stop()
         env.check_clean()
     finally:
         root.removeHandler(env.trap)

@@ -77,7 +77,7 @@ async def test_copy_whose_fields_an_old_worker_drops_is_deleted_and_placed_elsew
         await env.start()
         # Load worker-1 first, so LeastLoaded picks the old worker for the next Job.
         await env.create(make_job("filler", duration_ms=20_000))
-        await env.wait_event("filler", "Dispatched", timeout=30)
+        await env.wait_copy("filler", timeout=30)
         job = await env.create(make_job("policy", indexed=True, completions=2, parallelism=2,
                                         success_policy=policy, duration_ms=500))
         ev = await env.wait_event("policy", "WorkerDroppedFields", timeout=30)
