@@ -141,7 +141,8 @@ class MirrorController:
                 # its identity is read and checked, so two entries never delete each other's copies.
                 w.hold(f"cluster identity not verified yet: {ident}")
                 log.warning("worker %s held until its cluster identity can be read: %s", w.name, ident)
-        # Four event writers: two events per Job (Dispatched, RemoteDeleted) at dispatch rate.
+        # Four event writers: no event on a Job's normal path, but a burst of Jobs can bring one each
+        # (WaitingForRoom, a mirrored worker warning such as FailedScheduling).
         self.recorder = EventRecorder(self.manager, "jobmirror", writers=4)
         for kind in self.kinds.values():
             informer = self.informers[kind.name] = self._manager_informer(kind)

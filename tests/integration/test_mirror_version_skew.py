@@ -71,7 +71,10 @@ async def test_copy_whose_fields_an_old_worker_drops_is_deleted_and_placed_elsew
         return float(metrics.WORKER_REFUSALS.labels("worker-old", "skew")._value.get())
 
     policy = {"rules": [{"succeededIndexes": "0"}]}
-    async with mirror_env(client_for, cluster, ns, workers=(WORKER_1, OLD_WORKER), resync_period=1.0) as env:
+    # LeastLoaded: the test is about the dropped fields, so the worker choice must not hang on how
+    # soon each worker's room view shows the filler's pod (RoomAware's tie-break, flaky here once in 6).
+    async with mirror_env(client_for, cluster, ns, workers=(WORKER_1, OLD_WORKER), resync_period=1.0,
+                          placement="LeastLoaded") as env:
         old = env.workers["worker-old"]
         before = skews()
         await env.start()
@@ -143,6 +146,16 @@ async def test_a_refused_template_rewrite_recreates_the_copy_only_after_its_pods
             return any(p["metadata"].get("deletionTimestamp") for p in await pods())
 
         await wait_for(terminating, timeout=30, what="the copy's pod terminating")
+
+        async def rewritable() -> bool:
+            # A 1.36+ manager takes a suspended Job's template rewrite only once it says Suspended=True
+            # with no startTime and no active pod (the mirrored counters may trail by statusBatchPeriod).
+            st = ((await env.get("readmit")) or {}).get("status") or {}
+            suspended = any(c.get("type") == "Suspended" and c.get("status") == "True"
+                            for c in st.get("conditions") or [])
+            return suspended and "startTime" not in st and not st.get("active")
+
+        await wait_for(rewritable, timeout=30, what="the manager Job suspended with no active pod")
         await env.manager.patch(JOBS, ns, "readmit", {
             "spec": {"template": {"spec": {"nodeSelector": {"example.com/pool": "b"}}}}})
         await env.manager.patch(JOBS, ns, "readmit", {"spec": {"suspend": False}})
