@@ -15,7 +15,7 @@ import sys
 from builtin_controller.controller import JobController
 from kruntime.client import ClusterClient, KubeconfigError
 from kruntime.httpserver import HealthServer
-from kruntime.lifecycle import add_logging_args, run_until_signalled, setup_logging_from
+from kruntime.lifecycle import add_logging_args, run_controller, run_until_signalled, setup_logging_from
 
 log = logging.getLogger("builtin_controller")
 
@@ -68,7 +68,7 @@ async def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     setup_logging_from(args)
-    sys.exit(asyncio.run(run(args)))
+    sys.exit(run_controller(run(args)))
 
 
 if __name__ == "__main__":

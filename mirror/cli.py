@@ -12,7 +12,13 @@ from typing import Any
 
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
 from kruntime.identity import IdentityUnavailable, read_identity
-from kruntime.lifecycle import add_logging_args, cancel_and_wait, run_until_signalled, setup_logging_from
+from kruntime.lifecycle import (
+    add_logging_args,
+    cancel_and_wait,
+    run_controller,
+    run_until_signalled,
+    setup_logging_from,
+)
 from kruntime.resources import JOBS
 from mirror.config import Config, ConfigError, cluster_conflicts, load_config
 from mirror.identity import selector
@@ -180,7 +186,7 @@ def main(argv: list[str] | None = None, prog: str = "jobmirror") -> int:
             for prob in problems:
                 print(f"error: {prob}", file=sys.stderr)
             return 1 if problems else 0
-        return asyncio.run(_run(cfg))
+        return run_controller(_run(cfg))
     except (KubeconfigError, ConfigError, plugin.UsageError, NotPlaced) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if not isinstance(exc, NotPlaced) else 1
