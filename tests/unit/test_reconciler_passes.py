@@ -128,6 +128,24 @@ async def test_a_finished_copy_finishes_the_job_deletes_the_copy_and_releases_th
         assert f.reasons("a") == []
 
 
+async def test_a_finished_job_gives_back_the_room_reserved_for_its_pods() -> None:
+    """Its pods may have been bound and ended between two looks at the room: the reservation must
+    not hold their room until it lapses (it capped dispatch at a worker's pod slots per minute)."""
+    ready = [{"type": "Ready", "status": "True"}]
+    nodes = [{"metadata": {"name": "n1", "labels": {}}, "spec": {},
+              "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"}, "conditions": ready}}]
+    async with fake_fleet(nodes={"worker-1": nodes, "worker-2": nodes}) as f:
+        await f.create(job("a"))
+        await f.sync("a")
+        worker = placed_on(f)
+        uid = f.job("a")["metadata"]["uid"]  # type: ignore[index]
+        assert uid in f.reconciler.rooms[worker].reserved  # no pod of it bound yet
+        await worker_status(f, worker, COMPLETE)
+        assert await f.sync("a") is None
+        assert f.copy(worker, "a") is None
+        assert all(uid not in room.reserved for room in f.reconciler.rooms.values())
+
+
 async def test_deleting_the_manager_job_deletes_its_copy_first() -> None:
     async with fake_fleet() as f:
         await f.create(job("a"))
