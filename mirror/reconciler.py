@@ -92,6 +92,7 @@ from mirror.placement import (
     PlacementPolicy,
     Waiting,
     WaitingForRoom,
+    WaitingLine,
     WorkerView,
     explain,
     heads,
@@ -201,7 +202,7 @@ class Reconciler:
         self._attempted: dict[str, set[str]] = {name: set() for name in self.workers}
         #: Jobs waiting in the manager for room (RoomAware), by uid: each holds the workers it could
         #: run on against later Jobs (mirror.placement.narrow_by_room)
-        self._waiting: dict[str, Waiting] = {}
+        self._waiting = WaitingLine()
         #: per manager uid, what passes remember about it: dropped whole when the Job is handled
         #: to the end or leaves the cache (forget); the LRU bound caps what a missed drop can leak
         self._memory: LruDict[str, JobMemory] = LruDict(MAX_TRACKED_JOBS)
@@ -312,7 +313,9 @@ class Reconciler:
                 job, placement = await self._place(job)  # one write: the finalizer and the placement
                 if placement.worker is not None:
                     return replace(g, job=job)
-                waits = job["metadata"]["uid"] in self._waiting  # room is looked for again soon
+                # Room is looked for again soon by the Job first in line for a worker; the ones behind
+                # it are woken when they become first (wake_heads), not re-checked every few seconds.
+                waits = self._waiting.is_first(job["metadata"]["uid"])
                 return Done(min(self.cfg.resync_period, WAITING_RECHECK) if waits else self.cfg.resync_period)
             case Do.ENSURE_FINALIZER:
                 return replace(g, job=await self._ensure_finalizer(job))
@@ -438,7 +441,7 @@ class Reconciler:
             try:
                 views = narrow_by_room(views, fits, pin, order=order, waiting=self._waiting)
             except WaitingForRoom as wait:
-                self._waiting[uid] = Waiting(order, wait.could, key_of(job))
+                self._waiting.add(uid, Waiting(order, wait.could, key_of(job)))
                 metrics.JOBS_WAITING_FOR_ROOM.set(len(self._waiting))
                 raise
             self._stop_waiting(uid)
@@ -1019,7 +1022,7 @@ class Reconciler:
             room.release(uid)
 
     def _stop_waiting(self, uid: str) -> None:
-        gone = self._waiting.pop(uid, None)
+        gone = self._waiting.pop(uid)
         if gone is not None:
             metrics.JOBS_WAITING_FOR_ROOM.set(len(self._waiting))
             self.wake_heads(gone.could)  # it held these workers against the Jobs behind it

@@ -7,6 +7,7 @@ Nodes and Pods the room views watch (testkit/fakefleet.py).
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 
 import pytest
@@ -18,6 +19,7 @@ from mirror.placement import (
     NoWorkerFits,
     Waiting,
     WaitingForRoom,
+    WaitingLine,
     WorkerView,
     heads,
     narrow_by_room,
@@ -95,21 +97,49 @@ def test_first_come_first_placed(fits: dict[str, WorkerFit], waiting: dict[str, 
                                  healthy_after: set[str] | None, waits: str | None) -> None:
     if waits is not None:
         with pytest.raises(WaitingForRoom, match=re.escape(waits)) as wait:
-            narrow_by_room(views("w1", "w2"), fits, None, order=NEWER, waiting=waiting)
+            narrow_by_room(views("w1", "w2"), fits, None, order=NEWER, waiting=WaitingLine(waiting))
         assert wait.value.could == {n for n, f in fits.items() if f.ever}
         return
-    got = narrow_by_room(views("w1", "w2"), fits, None, order=NEWER, waiting=waiting)
+    got = narrow_by_room(views("w1", "w2"), fits, None, order=NEWER, waiting=WaitingLine(waiting))
     assert {w.name for w in got if w.healthy} == healthy_after
 
 
 def test_the_head_of_each_workers_line_is_the_one_to_wake() -> None:
-    waiting = {"old-w2": Waiting(OLDER, frozenset({"w2"}), "ns/a"),
-               "new-both": Waiting(NEWER, frozenset({"w1", "w2"}), "ns/b"),
-               "newest-w1": Waiting(("2026-11-25T12:00:00Z", "u"), frozenset({"w1"}), "ns/c")}
+    waiting = WaitingLine({"old-w2": Waiting(OLDER, frozenset({"w2"}), "ns/a"),
+                           "new-both": Waiting(NEWER, frozenset({"w1", "w2"}), "ns/b"),
+                           "newest-w1": Waiting(("2026-11-25T12:00:00Z", "u"), frozenset({"w1"}), "ns/c")})
     assert heads(waiting, ["w1"]) == ["new-both"]  # the oldest that could run on w1
     assert heads(waiting, ["w2"]) == ["old-w2"]
     assert heads(waiting, ["w1", "w2"]) == ["new-both", "old-w2"]
-    assert heads(waiting, ["w3"]) == [] and heads({}, ["w1"]) == []
+    assert heads(waiting, ["w3"]) == [] and heads(WaitingLine(), ["w1"]) == []
+    assert waiting.is_first("new-both") and waiting.is_first("old-w2") and not waiting.is_first("newest-w1")
+    waiting.pop("new-both")  # placed: the one behind it on w1 is first now
+    assert heads(waiting, ["w1"]) == ["newest-w1"] and waiting.is_first("newest-w1")
+
+
+def test_the_waiting_line_answers_as_a_scan_of_every_waiting_job_would() -> None:
+    """Seeded random adds (some re-added unchanged or with other workers) and removals: the heaps'
+    answers equal the scan they replace, after every step."""
+    rng = random.Random(23)
+    line, jobs = WaitingLine(), {}
+    workers = ["w1", "w2", "w3"]
+    for step in range(3000):
+        uid = f"u{rng.randrange(60)}"
+        if rng.random() < 0.35:
+            line.pop(uid)
+            jobs.pop(uid, None)
+        else:
+            w = jobs.get(uid) if rng.random() < 0.3 and uid in jobs else Waiting(
+                (f"2026-11-25T{rng.randrange(24):02d}:00:00Z", uid),
+                frozenset(rng.sample(workers, rng.randint(1, 3))))
+            line.add(uid, w)
+            jobs[uid] = w
+        order = (f"2026-11-25T{rng.randrange(24):02d}:30:00Z", "x")
+        assert line.held_before(order) == set().union(*(w.could for w in jobs.values() if w.order < order)), step
+        for worker in workers:
+            want = min((u for u, w in jobs.items() if worker in w.could), key=lambda u: jobs[u].order, default=None)
+            assert line.first(worker) == want, step
+        assert dict(line) == jobs
 
 
 def test_when_no_worker_could_ever_run_it_every_worker_says_why() -> None:
