@@ -63,9 +63,12 @@ async def test_journey_plain_job_completes(controller: E2EEnv) -> None:
     await wait_no_copies(env, ns, uid)
     after = await env.manager.get(JOBS, ns, "plain")
     assert after["status"]["succeeded"] == 2 and condition_true(after, "Complete")
-    # Events on the manager Job (nothing else writes Events for a Job that kcm skips).
+    # The normal path writes no Event on the manager Job (issue 23: the placement annotations say
+    # where and why, the conditions say how it ended); nothing else writes Events for a Job kcm skips.
     items, _ = await env.manager.list_all(EVENTS, ns, field_selector=f"involvedObject.uid={uid}")
-    assert items, "no Event recorded on the manager Job"
+    assert not [e for e in items if e["reason"] in ("Dispatched", "RemoteDeleted")], items
+    assert after["metadata"]["annotations"].get("jobmirror.dev/cluster") and \
+        after["metadata"]["annotations"].get("jobmirror.dev/placement-reason"), after["metadata"]
     await cleanup(env, ns)
 
 
