@@ -20,13 +20,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from clusterbed import versions
 
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+#: What a cluster that is an API server alone needs (``ClusterSpec(controller_manager=False, nodes=0)``):
+#: the version-matrix corners of ``make test`` only check what that release's API server accepts.
+KUBE_APISERVER_COMMANDS = ("kube-apiserver",)
 #: What a kind node image adds (kindbed/images.py).
 KUBE_NODE_COMMANDS = ("kubelet", "kubeadm", "kube-proxy")
 
@@ -204,6 +207,8 @@ def _build_kube_commands_locked(kube_version: str, component: str, commands: tup
         {m: f"v0.{minor}" for m in staging},
     )
     label = f"{component} v{kube_version} ({', '.join(commands)})"
+    _log(f"{label}: building from source, {_estimate(commands)} on 2 cores with a cold Go cache "
+         "(less when another release's build left shared packages in it); cached afterwards")
     (work / "out").mkdir(exist_ok=True)
     # -mod=mod lets go resolve and record the full module graph on the first build.
     pkgs = [f"k8s.io/kubernetes/cmd/{c}" for c in commands]
@@ -212,8 +217,22 @@ def _build_kube_commands_locked(kube_version: str, component: str, commands: tup
     _install(work, dest, commands)
 
 
+def _estimate(commands: tuple[str, ...]) -> str:
+    """What a newcomer waits for, measured here (docs/contributing.md, "Cold and warm runs")."""
+    if commands == KUBE_APISERVER_COMMANDS:
+        return "about 6-9 min"
+    if commands == KUBE_NODE_COMMANDS:
+        return "about 5-8 min"
+    return "about 10-16 min"
+
+
 def build_kubernetes(kube_version: str) -> Path:
     return _build_kube_commands(kube_version, "kubernetes", KUBE_COMMANDS)
+
+
+def build_kube_apiserver(kube_version: str) -> Path:
+    """The API server alone: about 60 % of the full control plane's cold build."""
+    return _build_kube_commands(kube_version, "kube-apiserver", KUBE_APISERVER_COMMANDS)
 
 
 def build_kubernetes_node(kube_version: str) -> Path:
@@ -344,8 +363,16 @@ def _build_kueue_locked(kueue_version: str, dest: Path) -> None:
     _install(work, dest, ("kueue",))
 
 
-def ensure_binaries(kube_version: str = versions.KUBE_VERSION) -> Binaries:
-    """Build (or reuse) everything one cluster of ``kube_version`` needs."""
+def ensure_binaries(kube_version: str = versions.KUBE_VERSION, *, apiserver_only: bool = False) -> Binaries:
+    """Build (or reuse) everything one cluster of ``kube_version`` needs.
+
+    ``apiserver_only``: a cluster that runs no controller manager, scheduler or node of this
+    release; its other commands are the default release's (kubectl, the clients of the bed).
+    """
+    if apiserver_only and kube_version != versions.KUBE_VERSION:
+        default = ensure_binaries(versions.KUBE_VERSION)
+        return replace(default, kube_version=kube_version,
+                       kube_apiserver=build_kube_apiserver(kube_version) / "kube-apiserver")
     kube = build_kubernetes(kube_version)
     etcd = build_etcd(versions.ETCD_VERSION)
     kwok = build_kwok(versions.KWOK_VERSION)
@@ -364,25 +391,29 @@ def ensure_binaries(kube_version: str = versions.KUBE_VERSION) -> Binaries:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build and cache the cluster-bed binaries.")
     parser.add_argument("--kube-version", action="append",
-                        help="Kubernetes version(s) to build (default: the pinned one)")
+                        help="Kubernetes version(s) to build in full (default: the pinned one)")
     parser.add_argument("--kueue", action="store_true",
                         help=f"also build Kueue v{versions.KUEUE_VERSION} (for `bench compare`)")
     parser.add_argument("--test-versions", action="store_true",
-                        help="also build what `make test` runs besides the default: the matrix corners "
-                             f"{', '.join(versions.CORNER_KUBE_VERSIONS)} and the skew version "
-                             f"{versions.OLD_KUBE_VERSION}")
+                        help="also build what `make test` runs besides the default: the API servers of "
+                             f"the matrix corners {', '.join(versions.CORNER_KUBE_VERSIONS)}")
+    parser.add_argument("--corners-only", action="store_true",
+                        help="build only the corners' API servers (make test builds them beside the tests "
+                             "that need the default release alone)")
     parser.add_argument("--no-helm", action="store_true",
                         help=f"skip helm v{versions.HELM_VERSION} and the Prometheus Operator CRDs "
                              "(the deploy/helm and monitoring tests need them)")
     args = parser.parse_args(argv)
-    wanted = args.kube_version or [versions.KUBE_VERSION]
-    if args.test_versions:
-        wanted += [v for v in (*versions.CORNER_KUBE_VERSIONS, versions.OLD_KUBE_VERSION) if v not in wanted]
+    full = [] if args.corners_only else (args.kube_version or [versions.KUBE_VERSION])
+    corners = [v for v in versions.CORNER_KUBE_VERSIONS if v not in full] \
+        if (args.test_versions or args.corners_only) else []
     try:
-        for v in wanted:
+        for v in full:
             b = ensure_binaries(v)
             _log(f"ready: Kubernetes v{v} in {b.kube_apiserver.parent}")
-        if not args.no_helm:
+        for v in corners:
+            _log(f"ready: kube-apiserver v{v} in {build_kube_apiserver(v)}")
+        if not args.no_helm and not args.corners_only:
             _log(f"ready: {build_helm()}")
             _log(f"ready: Prometheus Operator CRDs in {prometheus_operator_crds()}")
         if args.kueue:

@@ -51,6 +51,11 @@ class ClusterSpec:
     feature_gates: str = ""
     extra_args: tuple[str, ...] = field(default_factory=tuple)
 
+    @property
+    def apiserver_only(self) -> bool:
+        """Nothing of this release runs but its API server: only that binary is built for it."""
+        return not self.controller_manager and self.nodes == 0
+
 
 def _log(msg: str) -> None:
     print(f"[clusterbed] {msg}", file=sys.stderr, flush=True)
@@ -229,10 +234,11 @@ class ClusterBed:
     def binaries(self) -> Binaries:
         return self.binaries_for(versions.KUBE_VERSION)
 
-    def binaries_for(self, kube_version: str) -> Binaries:
-        if kube_version not in self._binaries:
-            self._binaries[kube_version] = ensure_binaries(kube_version)
-        return self._binaries[kube_version]
+    def binaries_for(self, kube_version: str, *, apiserver_only: bool = False) -> Binaries:
+        key = f"{kube_version}/apiserver" if apiserver_only else kube_version
+        if key not in self._binaries:
+            self._binaries[key] = ensure_binaries(kube_version, apiserver_only=apiserver_only)
+        return self._binaries[key]
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -259,7 +265,7 @@ class ClusterBed:
         raise AssertionError("unreachable")
 
     def _kwokctl_create_args(self, spec: ClusterSpec, wait: str) -> list[str]:
-        b = self.binaries_for(spec.kube_version)
+        b = self.binaries_for(spec.kube_version, apiserver_only=spec.apiserver_only)
         args = [
             "create", "cluster", "--name", spec.name, "--runtime", "binary",
             "--kube-apiserver-binary", str(b.kube_apiserver),

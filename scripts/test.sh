@@ -22,8 +22,11 @@ fi
 # A background lane (kind tier, chaos tier) still running when the run is cut short is interrupted
 # first, so its sessions delete their clusters.
 kind_pid=
+corners_pid=
+build_pid=
 lane_stop=$(mktemp -u "${TMPDIR:-/tmp}/jobmirror-lane-stop.XXXXXX")
 stop_our_engine() {
+  for p in $corners_pid $build_pid; do kill "$p" 2>/dev/null || true; done
   if [ -n "$kind_pid" ] && kill -0 "$kind_pid" 2>/dev/null; then
     touch "$lane_stop"  # the lane starts nothing more
     pkill -INT -P "$kind_pid" 2>/dev/null || true
@@ -36,13 +39,50 @@ trap stop_our_engine EXIT
 
 t=$SECONDS
 bash scripts/bootstrap.sh --python-only
+phase "python venv (requirements/dev.txt)" "$t"
+
+t=$SECONDS
+# What builds, and for which tier (docs/contributing.md, "What make test builds"): the default release
+# in full (every local tier, the demo), helm; the kind images (node image with the default release's
+# kubelet) beside it; the matrix corners' API servers only (status validation) beside the tests.
 # The kind tier's images build beside the cluster binaries: their Debian downloads and docker
 # work overlap with the Go compilation (a shared lock keeps one build per Go module at a time).
 images_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-kind-images.XXXXXX")
 .venv/bin/python -m kindbed images >"$images_log" 2>&1 &
 images_pid=$!
-bash scripts/bootstrap.sh --test-versions
-phase "bootstrap (venv, cluster binaries)" "$t"
+build_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-build.XXXXXX")
+# Its milestones are printed as they happen (the whole log is shown if it fails).
+bash scripts/bootstrap.sh > >(tee "$build_log" | grep --line-buffered -E 'building from source|done in|ready:|waiting|error') 2>&1 &
+build_pid=$!
+# Lint and the docs need only the venv: they run while the binaries build.
+echo "[test] ruff"
+.venv/bin/ruff check .
+echo "[test] mypy"
+.venv/bin/mypy
+phase "lint (ruff, mypy), beside the build" "$t"
+t2=$SECONDS
+# The docs site, strictly: a broken link, a missing page or an unlisted page fails the run. That
+# the generated references (docs/reference/) match the code is a unit test (test_docs_reference.py).
+echo "[test] mkdocs build --strict"
+docs_out=$(mktemp -d "${TMPDIR:-/tmp}/jobmirror-site.XXXXXX")
+# Not --quiet: it hides the warnings that --strict counts, and the build would pass.
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$docs_out"
+rm -rf "$docs_out"
+phase "docs (mkdocs build --strict), beside the build" "$t2"
+brc_build=0
+wait "$build_pid" || brc_build=$?
+build_pid=
+if [ "$brc_build" -ne 0 ]; then
+  echo "[test] building the cluster binaries failed (exit $brc_build):" >&2
+  tail -n 60 "$build_log" >&2
+  exit 1
+fi
+phase "bootstrap: Kubernetes v$(.venv/bin/python -c 'from clusterbed import versions; print(versions.KUBE_VERSION)') in full, etcd, kwok, helm" "$t"
+# The corners' API servers build beside the local tiers; the tests that need them run last
+# (tests/conftest.py) and wait for this build under its lock if they get there first.
+corners_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-corners.XXXXXX")
+.venv/bin/python -m clusterbed.build --corners-only >"$corners_log" 2>&1 &
+corners_pid=$!
 irc=0
 wait "$images_pid" || irc=$?
 if [ "$irc" -ne 0 ]; then
@@ -51,23 +91,6 @@ if [ "$irc" -ne 0 ]; then
 fi
 grep -E '^\[kind (images|engine)\]' "$images_log" | tail -n 12 || true
 phase "kind images, built beside it (rc=$irc; log $images_log)" "$t"
-
-t=$SECONDS
-echo "[test] ruff"
-.venv/bin/ruff check .
-echo "[test] mypy"
-.venv/bin/mypy
-phase "lint (ruff, mypy)" "$t"
-
-t=$SECONDS
-# The docs site, strictly: a broken link, a missing page or an unlisted page fails the run. That
-# the generated references (docs/reference/) match the code is a unit test (test_docs_reference.py).
-echo "[test] mkdocs build --strict"
-docs_out=$(mktemp -d "${TMPDIR:-/tmp}/jobmirror-site.XXXXXX")
-# Not --quiet: it hides the warnings that --strict counts, and the build would pass.
-NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$docs_out"
-rm -rf "$docs_out"
-phase "docs (mkdocs build --strict)" "$t"
 
 rc=0
 brc=0
@@ -93,8 +116,12 @@ echo "[test] pytest: background lane started: kind tier (engine, images, cluster
 ) &
 kind_pid=$!
 echo "[test] pytest: unit, integration, conformance, security, e2e on local control planes"
-.venv/bin/pytest -m "not kind and not chaos" --durations=20 || rc=$?
+.venv/bin/pytest -m "not kind and not chaos and not below_floor" --durations=20 || rc=$?
 phase "pytest local tiers (rc=$rc)" "$t"
+crc_build=0
+wait "$corners_pid" || crc_build=$?
+corners_pid=
+grep -E 'building from source|ready:|done in|error' "$corners_log" || true
 if kill -0 "$kind_pid" 2>/dev/null; then
   echo "[test] waiting for the background lane, now at: $(grep -hE '^(e2e|tests)/' "$kind_log" "$chaos_log" | tail -n 1)"
 fi
