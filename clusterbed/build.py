@@ -27,9 +27,6 @@ from pathlib import Path
 from clusterbed import versions
 
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-#: What a cluster that is an API server alone needs (``ClusterSpec(controller_manager=False, nodes=0)``):
-#: the version-matrix corners of ``make test`` only check what that release's API server accepts.
-KUBE_APISERVER_COMMANDS = ("kube-apiserver",)
 #: What a kind node image adds (kindbed/images.py).
 KUBE_NODE_COMMANDS = ("kubelet", "kubeadm", "kube-proxy")
 
@@ -82,7 +79,7 @@ def _run_go(args: list[str], cwd: Path, label: str) -> None:
     for count, line in enumerate(proc.stdout, 1):
         tail = [*tail[-39:], line.rstrip()]
         now = time.monotonic()
-        if now - last_report > 15:
+        if now - last_report > 60:
             _log(f"{label}: {count} packages/lines so far, {now - start:.0f}s (last: {line.strip()[:80]})")
             last_report = now
     rc = proc.wait()
@@ -219,10 +216,10 @@ def _build_kube_commands_locked(kube_version: str, component: str, commands: tup
 
 def _estimate(commands: tuple[str, ...]) -> str:
     """What a newcomer waits for, measured here (docs/contributing.md, "Cold and warm runs")."""
-    if commands == KUBE_APISERVER_COMMANDS:
-        return "about 6-9 min"
     if commands == KUBE_NODE_COMMANDS:
         return "about 5-8 min"
+    if len(commands) < len(KUBE_COMMANDS):
+        return "about 7-12 min"
     return "about 10-16 min"
 
 
@@ -230,9 +227,16 @@ def build_kubernetes(kube_version: str) -> Path:
     return _build_kube_commands(kube_version, "kubernetes", KUBE_COMMANDS)
 
 
-def build_kube_apiserver(kube_version: str) -> Path:
-    """The API server alone: about 60 % of the full control plane's cold build."""
-    return _build_kube_commands(kube_version, "kube-apiserver", KUBE_APISERVER_COMMANDS)
+def build_kube_commands(kube_version: str, commands: tuple[str, ...]) -> Path:
+    """Some of a release's control-plane commands, into the same directory as the full set: a
+    release that only ever runs as an API server (and kcm) is never linked into a scheduler and
+    kubectl. A later need for more builds the union, mostly from the Go build cache."""
+    dest = _bin_dir("kubernetes", kube_version)
+    if _have(dest, commands):
+        return dest
+    present = tuple(c for c in KUBE_COMMANDS if _have(dest, (c,)))
+    wanted = tuple(c for c in KUBE_COMMANDS if c in commands or c in present)
+    return _build_kube_commands(kube_version, "kubernetes", wanted)
 
 
 def build_kubernetes_node(kube_version: str) -> Path:
@@ -363,16 +367,19 @@ def _build_kueue_locked(kueue_version: str, dest: Path) -> None:
     _install(work, dest, ("kueue",))
 
 
-def ensure_binaries(kube_version: str = versions.KUBE_VERSION, *, apiserver_only: bool = False) -> Binaries:
+def ensure_binaries(kube_version: str = versions.KUBE_VERSION, *,
+                    commands: tuple[str, ...] = KUBE_COMMANDS) -> Binaries:
     """Build (or reuse) everything one cluster of ``kube_version`` needs.
 
-    ``apiserver_only``: a cluster that runs no controller manager, scheduler or node of this
-    release; its other commands are the default release's (kubectl, the clients of the bed).
+    ``commands``: the control-plane commands that cluster runs (``ClusterSpec.kube_commands``);
+    the paths of the others name files that may not exist, and kubectl is the default release's.
     """
-    if apiserver_only and kube_version != versions.KUBE_VERSION:
-        default = ensure_binaries(versions.KUBE_VERSION)
-        return replace(default, kube_version=kube_version,
-                       kube_apiserver=build_kube_apiserver(kube_version) / "kube-apiserver")
+    if kube_version != versions.KUBE_VERSION and set(commands) != set(KUBE_COMMANDS):
+        kube = build_kube_commands(kube_version, commands)
+        return replace(ensure_binaries(versions.KUBE_VERSION), kube_version=kube_version,
+                       kube_apiserver=kube / "kube-apiserver",
+                       kube_controller_manager=kube / "kube-controller-manager",
+                       kube_scheduler=kube / "kube-scheduler")
     kube = build_kubernetes(kube_version)
     etcd = build_etcd(versions.ETCD_VERSION)
     kwok = build_kwok(versions.KWOK_VERSION)
@@ -395,11 +402,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kueue", action="store_true",
                         help=f"also build Kueue v{versions.KUEUE_VERSION} (for `bench compare`)")
     parser.add_argument("--test-versions", action="store_true",
-                        help="also build what `make test` runs besides the default: the API servers of "
-                             f"the matrix corners {', '.join(versions.CORNER_KUBE_VERSIONS)}")
+                        help="also build what `make test` runs besides the default: the commands the matrix "
+                             f"corners {', '.join(versions.CORNER_KUBE_VERSIONS)} start")
     parser.add_argument("--corners-only", action="store_true",
-                        help="build only the corners' API servers (make test builds them beside the tests "
-                             "that need the default release alone)")
+                        help="build only the corners (make test builds them beside the tests that need the "
+                             "default release alone)")
     parser.add_argument("--no-helm", action="store_true",
                         help=f"skip helm v{versions.HELM_VERSION} and the Prometheus Operator CRDs "
                              "(the deploy/helm and monitoring tests need them)")
@@ -412,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
             b = ensure_binaries(v)
             _log(f"ready: Kubernetes v{v} in {b.kube_apiserver.parent}")
         for v in corners:
-            _log(f"ready: kube-apiserver v{v} in {build_kube_apiserver(v)}")
+            commands = versions.CORNER_KUBE_COMMANDS[v]
+            _log(f"ready: Kubernetes v{v} ({', '.join(commands)}) in {build_kube_commands(v, commands)}")
         if not args.no_helm and not args.corners_only:
             _log(f"ready: {build_helm()}")
             _log(f"ready: Prometheus Operator CRDs in {prometheus_operator_crds()}")

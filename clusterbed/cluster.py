@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterbed import versions
-from clusterbed.build import Binaries, ensure_binaries
+from clusterbed.build import KUBE_COMMANDS, Binaries, ensure_binaries
 
 STAGES_FILE = Path(__file__).resolve().parent.parent / "config" / "kwok-stages.yaml"
 
@@ -52,9 +52,11 @@ class ClusterSpec:
     extra_args: tuple[str, ...] = field(default_factory=tuple)
 
     @property
-    def apiserver_only(self) -> bool:
-        """Nothing of this release runs but its API server: only that binary is built for it."""
-        return not self.controller_manager and self.nodes == 0
+    def kube_commands(self) -> tuple[str, ...]:
+        """The control-plane commands of this release the cluster starts: only these are built."""
+        return ("kube-apiserver",
+                *(("kube-controller-manager",) if self.controller_manager else ()),
+                *(("kube-scheduler",) if self.nodes > 0 else ()))
 
 
 def _log(msg: str) -> None:
@@ -234,10 +236,10 @@ class ClusterBed:
     def binaries(self) -> Binaries:
         return self.binaries_for(versions.KUBE_VERSION)
 
-    def binaries_for(self, kube_version: str, *, apiserver_only: bool = False) -> Binaries:
-        key = f"{kube_version}/apiserver" if apiserver_only else kube_version
+    def binaries_for(self, kube_version: str, commands: tuple[str, ...] = KUBE_COMMANDS) -> Binaries:
+        key = f"{kube_version}/{','.join(sorted(commands))}"
         if key not in self._binaries:
-            self._binaries[key] = ensure_binaries(kube_version, apiserver_only=apiserver_only)
+            self._binaries[key] = ensure_binaries(kube_version, commands=commands)
         return self._binaries[key]
 
     def _env(self) -> dict[str, str]:
@@ -265,12 +267,10 @@ class ClusterBed:
         raise AssertionError("unreachable")
 
     def _kwokctl_create_args(self, spec: ClusterSpec, wait: str) -> list[str]:
-        b = self.binaries_for(spec.kube_version, apiserver_only=spec.apiserver_only)
+        b = self.binaries_for(spec.kube_version, spec.kube_commands)
         args = [
             "create", "cluster", "--name", spec.name, "--runtime", "binary",
             "--kube-apiserver-binary", str(b.kube_apiserver),
-            "--kube-controller-manager-binary", str(b.kube_controller_manager),
-            "--kube-scheduler-binary", str(b.kube_scheduler),
             "--kwok-controller-binary", str(b.kwok),
             "--etcd-binary", str(b.etcd),
             "--config", str(self._ports_config(spec.name)),
@@ -282,6 +282,11 @@ class ClusterBed:
         # ride out an API server outage (chaos tests) instead of exiting when the lease lapses.
         args += ["--extra-args", "kube-controller-manager=leader-elect=false",
                  "--extra-args", "kube-scheduler=leader-elect=false"]
+        # Only the commands the cluster starts are built for its release (ClusterSpec.kube_commands).
+        if "kube-controller-manager" in spec.kube_commands:
+            args += ["--kube-controller-manager-binary", str(b.kube_controller_manager)]
+        if "kube-scheduler" in spec.kube_commands:
+            args += ["--kube-scheduler-binary", str(b.kube_scheduler)]
         if not spec.controller_manager:
             args.append("--disable-kube-controller-manager")
         elif not spec.job_controller:

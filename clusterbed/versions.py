@@ -24,6 +24,13 @@ SUPPORTED_KUBE_VERSIONS = ("1.33.5", "1.34.4", "1.35.4", "1.36.4", "1.37.2")
 #: What ``make test`` runs besides the default (the matrix's corners): a manager on the previous
 #: minor, and a worker on the oldest supported release.
 CORNER_KUBE_VERSIONS = ("1.36.4", OLDEST_SUPPORTED_KUBE_VERSION)
+#: What the corners' clusters in ``make test`` start (ClusterSpec.kube_commands; a unit test keeps
+#: this true): the 1.36 manager runs its API server and kcm (no nodes, so no scheduler), the 1.33
+#: worker runs kcm and the scheduler for its kwok nodes. Neither needs its own kubectl.
+CORNER_KUBE_COMMANDS = {
+    "1.36.4": ("kube-apiserver", "kube-controller-manager"),
+    OLDEST_SUPPORTED_KUBE_VERSION: ("kube-apiserver", "kube-controller-manager", "kube-scheduler"),
+}
 #: A minor older than we support, for version-skew tests (1.30: JobManagedBy and JobSuccessPolicy
 #: are alpha, off). Its Job controller writes Complete/Failed directly without
 #: SuccessCriteriaMet/FailureTarget, and its API server prunes successPolicy: the mirror must still

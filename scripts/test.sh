@@ -52,7 +52,7 @@ images_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-kind-images.XXXXXX")
 images_pid=$!
 build_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-build.XXXXXX")
 # Its milestones are printed as they happen (the whole log is shown if it fails).
-bash scripts/bootstrap.sh > >(tee "$build_log" | grep --line-buffered -E 'building from source|done in|ready:|waiting|error') 2>&1 &
+bash scripts/bootstrap.sh > >(tee "$build_log" | grep --line-buffered -E 'building from source|so far|done in|ready:|waiting|error') 2>&1 &
 build_pid=$!
 # Lint and the docs need only the venv: they run while the binaries build.
 echo "[test] ruff"
