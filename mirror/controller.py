@@ -122,7 +122,7 @@ class MirrorController:
                                                     probe_interval=cfg.health_probe_interval,
                                                     max_in_flight=max(2, cfg.workers_concurrency * 3 // 4),
                                                     config_error=broken, slow_after=cfg.slow_call_seconds,
-                                                    slow_slots=slow_slots,
+                                                    slow_slots=slow_slots, manager_cluster=manager_id,
                                                     watch_client=client.sibling("watch", pool_size=len(self.kinds) + 5,
                                                                                 qps=50, burst=100))
             if cfg.placement is PlacementPolicy.ROOM_AWARE:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobapi.objects import annotations_of, labels_of
+from kruntime.names import dns1123_label_error, dns1123_subdomain_error
 from kruntime.resources import Obj, key_of
 from mirror.naming import LABEL_ORIGIN, LABEL_ORIGIN_CLUSTER, LABEL_ORIGIN_UID, origin_annotation
 
@@ -48,12 +49,15 @@ def labels_of_copy(copy: Obj) -> CopyLabels:
 
 def manager_key_of(kind: str, copy: Obj) -> str | None:
     """The ``namespace/name`` of the manager object (a ``kind``) the copy came from, if it says so
-    for its own namespace: one naming an object elsewhere claims nothing."""
+    for its own namespace with names the API server accepts: one naming an object elsewhere, or a
+    name such as ``..`` that no object can have (it would walk the URL path), claims nothing."""
     key = annotations_of(copy).get(origin_annotation(kind))
     if not isinstance(key, str):
         return None
     ns, _, name = key.partition("/")
-    return key if name and ns == (copy.get("metadata") or {}).get("namespace") else None
+    if ns != (copy.get("metadata") or {}).get("namespace"):
+        return None
+    return key if dns1123_label_error(ns) is None and dns1123_subdomain_error(name) is None else None
 
 
 def is_copy_of(kind: str, copy: Obj, manager: Obj, *, origin: str) -> bool:

@@ -51,6 +51,8 @@ GC_MANAGER_READS = Counter("jobmirror_gc_manager_reads_total", "Live manager rea
                            "cache says to delete (copies the cache keeps cost none)")
 GC_DEFERRED = Counter("jobmirror_gc_deferred_total", "Copies whose GC confirmation waited a round: the round's "
                       "manager read budget was spent", ["worker"])
+GC_ERRORS = Counter("jobmirror_gc_errors_total", "Copies GC could not judge or collect because of an unexpected "
+                    "error (logged; the round goes on, the copy is retried when it changes)", ["worker"])
 WORKER_WARNINGS = Counter("jobmirror_worker_warnings_mirrored_total", "Warning events of copies and their pods on "
                           "a worker re-emitted on the manager Job (before the spam filter)", ["worker"])
 COPIES_UNSCHEDULABLE = Counter("jobmirror_copies_unschedulable_total", "Copies whose pod stayed unschedulable longer "

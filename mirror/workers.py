@@ -50,10 +50,13 @@ BY_ORIGIN_UID = "origin-uid"
 class KindCopies:
     """The copies of one kind in one worker: an informer, the uid index, the unfinished count."""
 
-    def __init__(self, kind: MirroredKind, client: ClusterClient, origin: str) -> None:
+    def __init__(self, kind: MirroredKind, client: ClusterClient, origin: str,
+                 manager_cluster: str | None = None) -> None:
         self.kind = kind
         self.informer = Informer(client, kind.resource, label_selector=identity.selector(origin))
         self.origin = origin
+        #: only copies carrying this manager's identity count as load (None: every copy, for tests)
+        self.manager_cluster = manager_cluster
         self.informer.add_index(BY_ORIGIN_UID, self._origin_uid)
         #: keys of copies not finished yet, kept incrementally: placement asks for the count per Job
         self.unfinished: set[str] = set()
@@ -61,7 +64,11 @@ class KindCopies:
 
     def _count(self, etype: str, old: Obj | None, new: Obj) -> None:
         key = key_of(new)
-        if etype == "DELETED" or self.kind.is_finished(new):
+        # Only copies stamped with this manager's identity are load: anyone who may write Jobs in a
+        # worker namespace can put our origin label on them, and must not push placement away (issue 32).
+        foreign = (self.manager_cluster is not None
+                   and identity.labels_of_copy(new).manager_cluster != self.manager_cluster)
+        if etype == "DELETED" or foreign or self.kind.is_finished(new):
             self.unfinished.discard(key)
         else:
             self.unfinished.add(key)
@@ -101,6 +108,7 @@ class WorkerCluster:
         slow_hold: float = 60.0,
         slow_slots: asyncio.Semaphore | None = None,
         watch_client: ClusterClient | None = None,
+        manager_cluster: str | None = None,
     ) -> None:
         self.cfg = cfg
         self.name = cfg.name
@@ -117,7 +125,7 @@ class WorkerCluster:
         self.held: str | None = None
         #: serves the watches (their own connections: a watch holds one as long as it runs)
         self.watch_client = watch_client or client
-        self.kinds = {kind.name: KindCopies(kind, self.watch_client, origin) for kind in kinds}
+        self.kinds = {kind.name: KindCopies(kind, self.watch_client, origin, manager_cluster) for kind in kinds}
         self.probe_ok = False
         #: why this worker's kubeconfig could not be loaded: unhealthy until a restart with a fixed one
         self.config_error = config_error
