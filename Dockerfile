@@ -25,7 +25,7 @@ WORKDIR /src
 # lock only (no test, bench or docs packages), every file checked against its sha256.
 COPY requirements/controller.txt /tmp/requirements.txt
 RUN /opt/venv/bin/pip install --no-cache-dir --require-hashes -r /tmp/requirements.txt
-COPY pyproject.toml ./
+COPY pyproject.toml README.md LICENSE ./
 # Only the packages the controllers import (not tests, the cluster bed or benchmarks).
 COPY mirror ./mirror
 COPY builtin_controller ./builtin_controller
@@ -33,7 +33,6 @@ COPY kruntime ./kruntime
 COPY jobapi ./jobapi
 RUN /opt/venv/bin/pip install --no-cache-dir --no-deps . \
  && /opt/venv/bin/python -m pip uninstall -y pip setuptools \
- && rm -f /opt/venv/bin/jobmirror-bed \
  && /opt/venv/bin/jobmirror --version \
  && /opt/venv/bin/jobmirror-builtin --help > /dev/null
 

@@ -14,14 +14,19 @@ import sys
 
 from builtin_controller.controller import JobController
 from kruntime.client import ClusterClient, KubeconfigError
+from kruntime.helpformat import DefaultsHelpFormatter
 from kruntime.httpserver import HealthServer
 from kruntime.lifecycle import add_logging_args, run_controller, run_until_signalled, setup_logging_from
+from mirror import __version__
 
 log = logging.getLogger("builtin_controller")
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="jobmirror-builtin", description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``jobmirror-builtin``."""
+    p = argparse.ArgumentParser(prog="jobmirror-builtin", description=__doc__.splitlines()[0],
+                                formatter_class=DefaultsHelpFormatter)
+    p.add_argument("--version", action="version", version=f"jobmirror-builtin {__version__}")
     p.add_argument("--kubeconfig", required=True, help="kubeconfig of the cluster to run Jobs in")
     p.add_argument("--context", default=None, help="kubeconfig context (default: current)")
     p.add_argument("--metrics-address", default="0.0.0.0:8080",
@@ -33,6 +38,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--component", default="job-controller", help="event source component name")
     p.add_argument("--shutdown-grace", type=float, default=10.0, help="seconds to finish in-flight syncs on SIGTERM")
     add_logging_args(p)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = build_parser()
     args = p.parse_args(argv)
     if args.workers < 1:
         p.error("--workers must be at least 1")

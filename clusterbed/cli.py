@@ -1,4 +1,4 @@
-"""``jobmirror-bed``: bring the local manager + workers up, show them, take them down."""
+"""``python -m clusterbed.cli``: bring the local manager + workers up, show them, take them down."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def health(cluster: LocalCluster) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="jobmirror-bed", description="Local Kubernetes clusters for jobmirror.")
+    p = argparse.ArgumentParser(prog="python -m clusterbed.cli", description="Local Kubernetes clusters for jobmirror.")
     p.add_argument("--workdir", type=Path, default=default_workdir())
     sub = p.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="start manager, worker-1, worker-2 (idempotent)")

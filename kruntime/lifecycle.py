@@ -27,7 +27,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def add_logging_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS)
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="log level")
     parser.add_argument("--log-format", choices=["auto", "json", "text"], default="auto",
                         help="auto: JSON lines unless stderr is a terminal")
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.metadata
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
+from kruntime.helpformat import use_defaults_help
 from kruntime.identity import IdentityUnavailable, read_identity
 from kruntime.lifecycle import (
     add_logging_args,
@@ -20,6 +20,7 @@ from kruntime.lifecycle import (
     setup_logging_from,
 )
 from kruntime.resources import JOBS
+from mirror import __version__
 from mirror.config import Config, ConfigError, cluster_conflicts, load_config
 from mirror.identity import selector
 from mirror.inspect import plugin
@@ -106,22 +107,22 @@ def _plugin_parser(sub: Any) -> None:
     st = sub.add_parser("status", help="mirrored Jobs with their worker and state (and, with --config, each "
                                        "worker's health)")
     plugin.add_kube_flags(st)
-    st.add_argument("-A", "--all-namespaces", action="store_true")
+    st.add_argument("-A", "--all-namespaces", action="store_true", help="Jobs of every namespace")
     st.add_argument("--worker", help="only Jobs placed on this worker")
     st.add_argument("--state", help="only Jobs in this state (Pending, Running, Suspended, Complete, Failed)")
-    st.add_argument("-o", "--output", choices=["json", "yaml", "wide"])
+    st.add_argument("-o", "--output", choices=["json", "yaml", "wide"], help="output format (default: a table)")
     de = sub.add_parser("describe", help="placement and why, the copy, its pods and events, side by side with "
                                          "the manager Job")
     plugin.add_kube_flags(de)
-    de.add_argument("job")
-    de.add_argument("-o", "--output", choices=["json", "yaml"])
+    de.add_argument("job", help="the manager Job's name")
+    de.add_argument("-o", "--output", choices=["json", "yaml"], help="output format (default: text)")
     de.set_defaults(all_namespaces=False)
     lo = sub.add_parser("logs", help="logs of a pod of the Job's copy, fetched from its worker")
     plugin.add_kube_flags(lo)
-    lo.add_argument("job")
-    lo.add_argument("-c", "--container")
+    lo.add_argument("job", help="the manager Job's name")
+    lo.add_argument("-c", "--container", help="the container (needed when the pod has several)")
     lo.add_argument("--index", type=int, help="the pod of this completion index (Indexed Jobs)")
-    lo.add_argument("-f", "--follow", action="store_true")
+    lo.add_argument("-f", "--follow", action="store_true", help="stream the logs")
     lo.add_argument("--previous", action="store_true", help="the previous container instance's logs")
     lo.add_argument("--tail", type=int, help="only the last N lines")
     lo.set_defaults(all_namespaces=False)
@@ -152,26 +153,31 @@ def config_schema_json() -> str:
 
 
 def package_version() -> str:
-    """The installed package's version (the image and the Helm chart carry the same one)."""
-    try:
-        return importlib.metadata.version("jobmirror")
-    except importlib.metadata.PackageNotFoundError:
-        return "0+unknown (not installed as a package)"
+    """The package's version: ``mirror.__version__``, the one source (pyproject, image and chart carry it)."""
+    return __version__
 
 
-def main(argv: list[str] | None = None, prog: str = "jobmirror") -> int:
-    p = argparse.ArgumentParser(prog=prog, description="Mirror managedBy Jobs into worker clusters.")
+def build_parser(prog: str = "jobmirror") -> argparse.ArgumentParser:
+    """The command line of ``jobmirror`` (or, with prog ``kubectl jobmirror``, of the plugin)."""
+    p = argparse.ArgumentParser(prog=prog, description="Mirror batch/v1 Jobs claimed through spec.managedBy "
+                                                       "into worker clusters.")
     p.add_argument("--version", action="version", version=f"{prog} {package_version()}")
     add_logging_args(p)
     sub = p.add_subparsers(dest="verb", required=True)
     if prog == "jobmirror":
-        run = sub.add_parser("run", help="run the controller")
-        run.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
-        chk = sub.add_parser("check-config", help="validate the config file and every kubeconfig in it")
-        chk.add_argument("config", type=Path)
-        sub.add_parser("config-schema", help="print the config file's JSON Schema (for editors and linters)")
+        run = sub.add_parser("run", help="run the controller", description="Run the controller.")
+        run.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="the config file")
+        chk = sub.add_parser("check-config", help="validate the config file and every kubeconfig in it",
+                             description="Validate the config file, then reach every cluster it names.")
+        chk.add_argument("config", type=Path, help="the config file")
+        sub.add_parser("config-schema", help="print the config file's JSON Schema (for editors and linters)",
+                       description="Print the config file's JSON Schema (for editors and linters).")
     _plugin_parser(sub)
-    args = p.parse_args(argv)
+    return use_defaults_help(p)
+
+
+def main(argv: list[str] | None = None, prog: str = "jobmirror") -> int:
+    args = build_parser(prog).parse_args(argv)
     setup_logging_from(args)
     try:
         if args.verb in ("status", "describe", "logs"):

@@ -18,7 +18,8 @@ bash scripts/bootstrap.sh --python-only
 compile() { env -u PIP_FIND_LINKS .venv/bin/pip-compile --quiet --generate-hashes --strip-extras \
   --no-emit-find-links "$@"; }
 compile "$@" --output-file requirements/controller.txt pyproject.toml
-compile "$@" --extra test --extra bench --extra docs --constraint requirements/controller.txt \
+# --allow-unsafe: setuptools is pinned too (the package install test builds the wheel with it, offline).
+compile "$@" --allow-unsafe --extra test --extra bench --extra docs --constraint requirements/controller.txt \
   --output-file requirements/dev.txt pyproject.toml
 echo "[lock] requirements/controller.txt: $(grep -c '^[A-Za-z0-9]' requirements/controller.txt) packages," \
   "requirements/dev.txt: $(grep -c '^[A-Za-z0-9]' requirements/dev.txt); run scripts/bootstrap.sh to install them"

@@ -30,7 +30,7 @@ from jobapi.objects import annotations_of
 from jobapi.times import parse_time, utcnow
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
 from kruntime.names import InvalidName, check_name, check_namespace, segment
-from kruntime.resources import EVENTS, JOBS, NODES, PODS, Obj
+from kruntime.resources import EVENTS, JOBS, NODES, PODS, Obj, Resource
 from mirror.config import Config
 from mirror.inspect import reads
 from mirror.inspect.api import TOKEN_HEADER
@@ -47,8 +47,13 @@ from mirror.room.fit import NodeRoom, worker_fit
 from mirror.room.requests import pods_wanted, shape_of_template
 from mirror.room.view import NOT_TERMINAL, free_summary, room_totals, rooms_of
 
-#: where deploy/ puts the inspect API: namespace/scheme:service:port-name (it serves HTTPS only)
+#: where deploy/ (and the chart's release "jobmirror") puts the inspect API: namespace/scheme:service:port-name
+#: (HTTPS only). Used when --inspect-service is not given and the user may not list Services to find it.
 DEFAULT_INSPECT_SERVICE = "jobmirror-system/https:jobmirror-inspect:inspect"
+#: the labels deploy/ and the chart put on the inspect Service (and the metrics Service: it has no port "inspect")
+INSPECT_SERVICE_SELECTOR = "app.kubernetes.io/part-of=jobmirror,app.kubernetes.io/component=controller"
+INSPECT_PORT = "inspect"
+SERVICES = Resource("", "v1", "services", "Service")
 KWOK_NOTE = ("(if the pod runs on a kwok fake node, as in the local test bed, there are no logs to read: kwok "
              "runs no containers)")
 EMPTY_NOTE = "no log output from pod {pod} ({why})"
@@ -66,7 +71,7 @@ class Target:
     namespace: str | None  # None = all namespaces
     controller_name: str
     config: Config | None = None
-    inspect_service: str = DEFAULT_INSPECT_SERVICE
+    inspect_service: str | None = None  # None: found by its labels (find_inspect_service)
     inspect_url: str | None = None
     token: str | None = None
     inspect_ca: Path | None = None
@@ -345,7 +350,35 @@ async def _worker_client(t: Target, worker: str) -> ClusterClient:
                                                timeout=t.config.request_timeout)
 
 
+def inspect_services(services: list[Obj]) -> list[str]:
+    """``namespace/https:name:inspect`` of each labelled Service that has the inspect port."""
+    return sorted(f"{s['metadata']['namespace']}/https:{s['metadata']['name']}:{INSPECT_PORT}" for s in services
+                  if any(p.get("name") == INSPECT_PORT for p in (s.get("spec") or {}).get("ports") or []))
+
+
+async def find_inspect_service(manager: ClusterClient) -> str:
+    """The one inspect Service on the manager, found by deploy/'s and the chart's labels in every namespace.
+
+    A user who may not list Services cluster-wide gets deploy/'s (and release "jobmirror"'s) name.
+    """
+    try:
+        items, _ = await manager.list_all(SERVICES, None, label_selector=INSPECT_SERVICE_SELECTOR)
+    except ApiError as exc:
+        if exc.status in (401, 403):
+            return DEFAULT_INSPECT_SERVICE
+        raise
+    found = inspect_services(items)
+    if not found:
+        raise UsageError(f"no inspect Service ({INSPECT_SERVICE_SELECTOR}, port {INSPECT_PORT!r}) on the manager: "
+                         "pass --inspect-service namespace/https:service:inspect, or --config")
+    if len(found) > 1:
+        raise UsageError(f"{len(found)} inspect Services on the manager ({', '.join(found)}): pick one with "
+                         "--inspect-service")
+    return found[0]
+
+
 def _inspect_path(t: Target, ns: str, name: str, verb: str) -> str:
+    assert t.inspect_service is not None
     svc_ns, _, svc = t.inspect_service.partition("/")
     if not svc:
         raise UsageError(f"--inspect-service {t.inspect_service!r}: expected namespace/service:port")
@@ -393,6 +426,8 @@ async def _inspect_call(t: Target, ns: str, name: str, verb: str, query: dict[st
                                  headers={"Authorization": f"Bearer {t.token}"}, ssl=ssl_ctx)
         resp._jobmirror_session = session  # type: ignore[attr-defined]  # closed with the response
         return resp
+    if t.inspect_service is None:
+        t.inspect_service = await find_inspect_service(t.manager)
     return await t.manager._send("GET", _inspect_path(t, ns, name, verb), query=q, timeout=timeout,
                                  headers={TOKEN_HEADER: t.token, "Accept": "*/*"})
 
@@ -560,11 +595,13 @@ def add_kube_flags(p: Any) -> None:
                         "kubeconfigs")
     p.add_argument("--controller-name", default=DEFAULT_CONTROLLER_NAME, help="the spec.managedBy value mirrored")
     p.add_argument("--token", help="bearer token for the inspect API (default: the kubeconfig user's)")
-    p.add_argument("--inspect-service", default=DEFAULT_INSPECT_SERVICE,
-                   help="namespace/service:port of the controller's inspect API, reached through the manager "
-                        "API server's service proxy")
+    p.add_argument("--inspect-service", default=None,
+                   help="namespace/https:service:port of the controller's inspect API, reached through the "
+                        "manager API server's service proxy (default: the one Service labelled "
+                        f"{INSPECT_SERVICE_SELECTOR} with a port named {INSPECT_PORT}; if you may not list "
+                        f"Services, {DEFAULT_INSPECT_SERVICE})")
     p.add_argument("--inspect-url", help="reach the inspect API directly instead, https:// (e.g. after kubectl "
                                          "port-forward; the certificate is verified with --inspect-ca, or not at "
                                          "all for a loopback address, where the tunnel is the API server's)")
     p.add_argument("--inspect-ca", type=Path, default=None, help="CA file that signed the inspect API's certificate")
-    p.add_argument("--request-timeout", type=float, default=10.0)
+    p.add_argument("--request-timeout", type=float, default=10.0, help="seconds per call to a cluster")
