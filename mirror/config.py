@@ -194,7 +194,10 @@ class Config(BaseSettings):
         "labels), or Report it as a NamespaceMissing event."))
     worker_namespaces: list[str] = Field(default_factory=list, description=(
         "Namespaces (names or shell patterns, `team-*`) the controller may create or use on workers; a claimed "
-        "Job elsewhere gets no copy (event NamespaceNotAllowed). Empty = any."))
+        "Job elsewhere gets no copy (event NamespaceNotAllowed). Empty = any, except the clusters' own `default` "
+        "and `kube-*`, used only when an entry names them (`default`, `kube-system`, `kube-*`; `*` does not). An "
+        "existing worker namespace gets a copy only if it enforces at least the manager namespace's Pod Security "
+        "level (event NamespaceWeaker)."))
     namespace_labels: list[str] = Field(default_factory=list, description=(
         "Label keys (or patterns) copied from the manager namespace to a worker namespace the controller "
         "creates, beside Pod Security's, which always are."))

@@ -63,8 +63,16 @@ WORKER_LOST = EventReason(
     "Check the worker (alert JobmirrorWorkerDown); the Job is re-dispatched or, if decided, finished.")
 NAMESPACE_NOT_ALLOWED = EventReason(
     "NamespaceNotAllowed", WARNING,
-    "The Job's namespace is not in `workerNamespaces`: no copy is made.",
+    "The Job's namespace is not in `workerNamespaces` (`default` and `kube-*` only when named there): no copy "
+    "is made.",
     "Add the namespace (or a pattern) to `workerNamespaces`, or run the Job elsewhere.")
+NAMESPACE_WEAKER = EventReason(
+    "NamespaceWeaker", WARNING,
+    "The Job's namespace exists on the worker but enforces a weaker Pod Security level than on the manager "
+    "(unlabelled counts as privileged), or its level could not be read: no copy is made there; an unpinned Job "
+    "is placed on another worker.",
+    "Label the worker's namespace `pod-security.kubernetes.io/enforce` with at least the manager namespace's "
+    "level, or pin the Job to a worker whose namespace does.")
 NAMESPACE_MISSING = EventReason(
     "NamespaceMissing", WARNING,
     "The namespace is missing on the worker and `missingNamespace: Report`, or it could not be created "
@@ -140,7 +148,8 @@ WORKER_WARNING = EventReason(
 #: Every reason the mirror controller writes, in the order the reference lists them.
 ALL: tuple[EventReason, ...] = (
     REDISPATCHED, PLACEMENT_MOVED, WAITING_FOR_ROOM, NO_WORKER, NO_WORKER_FITS, WORKER_NOT_CONFIGURED,
-    WORKER_LOST, NAMESPACE_NOT_ALLOWED, NAMESPACE_MISSING, WORKER_REFUSED, WORKER_DROPPED_FIELDS, COPY_RECREATED,
+    WORKER_LOST, NAMESPACE_NOT_ALLOWED, NAMESPACE_WEAKER, NAMESPACE_MISSING, WORKER_REFUSED, WORKER_DROPPED_FIELDS,
+    COPY_RECREATED,
     REPLACED, NAME_COLLISION, REMOTE_DELETED, FINALIZER_RELEASED, FINISHED_WITHOUT_COPY, COPY_LEFT_FOR_GC,
     STATUS_REJECTED, STALE_COPY_OUTCOME_USED, COPY_UNSCHEDULABLE, WORKER_WARNING,
 )

@@ -61,6 +61,7 @@ from mirror.event_reasons import (
     NAME_COLLISION,
     NAMESPACE_MISSING,
     NAMESPACE_NOT_ALLOWED,
+    NAMESPACE_WEAKER,
     NO_WORKER,
     PLACEMENT_MOVED,
     REDISPATCHED,
@@ -158,6 +159,22 @@ def _missing_namespace(exc: ApiError) -> bool:
     return exc.not_found and (exc.body.get("details") or {}).get("kind") == "namespaces"
 
 
+class WeakerNamespace(ApiError):
+    """Refused by the controller itself, not the worker: the Job's namespace there enforces a weaker
+    Pod Security level than on the manager, or its level could not be read (handled as a refusal)."""
+
+    def __init__(self, message: str, cluster: str) -> None:
+        super().__init__(403, "Forbidden", message, cluster=cluster)
+
+
+def _posture_unknown(exc: ApiError, ns: str, where: str, worker: str) -> ApiError:
+    """A failed namespace read: retried as it is when it may pass, refused when it will not."""
+    if not is_refusal(exc.status):
+        return exc
+    return WeakerNamespace(f"the Pod Security level of namespace {ns} on {where} could not be read ({exc.message}): "
+                           f"no copy is made on worker {worker} until it can", worker)
+
+
 @dataclass(frozen=True)
 class Choice:
     """A placement decision and why it was made (the policy and the load it saw, or the pin)."""
@@ -208,6 +225,8 @@ class Reconciler:
         self._memory: LruDict[str, JobMemory] = LruDict(MAX_TRACKED_JOBS)
         #: worker calls on behalf of a pass, which a slow worker cannot stall
         self.calls = WorkerCalls()
+        #: namespaces read to compare their Pod Security levels, by cluster (tenancy.weaker_posture)
+        self._namespaces = tenancy.RecentNamespaces()
         #: per manager uid, the copy status change waiting to be mirrored (jobmirror_status_propagation_seconds)
         self.status_lag = StatusLag(MAX_TRACKED_JOBS)
         #: when this process loaded the worker list: a worker missing from it counts as lost from here
@@ -334,7 +353,10 @@ class Reconciler:
                 return replace(g, copies=copies, found=found)
             case Do.CREATE_REFUSED:
                 assert worker is not None and g.found is not None and g.found.refused is not None
-                return Done(await self._create_refused(job, worker, g.found.refused))
+                refused = g.found.refused
+                if isinstance(refused, WeakerNamespace):
+                    return Done(await self._create_refused(job, worker, refused.message, reason=NAMESPACE_WEAKER))
+                return Done(await self._create_refused(job, worker, refused))
             case Do.FINISH_DECIDED:
                 assert g.found is not None and g.found.vanished is not None
                 return Done(await self._finish_decided(job, g.found.vanished))
@@ -629,9 +651,9 @@ class Reconciler:
     async def _create(self, job: Obj, worker: WorkerCluster, ns: str, body: Obj) -> Obj | None:
         if not tenancy.may_use(ns, self.cfg.worker_namespaces):
             self.recorder.event(job, NAMESPACE_NOT_ALLOWED.type, NAMESPACE_NOT_ALLOWED.reason,
-                                f"namespace {ns} is not among the workerNamespaces the controller may use on "
-                                f"workers ({', '.join(self.cfg.worker_namespaces)}): no copy is made")
+                                tenancy.not_allowed_reason(ns, self.cfg.worker_namespaces))
             return None
+        await self._check_posture(worker, ns)
         self._attempted[worker.name].add(job["metadata"]["uid"])
         try:
             return await self.calls.call(worker, worker.client.create(self.resource, ns, body))
@@ -663,6 +685,24 @@ class Reconciler:
             log.info("created namespace %s on worker %s with labels %s", ns, worker.name,
                      namespace["metadata"]["labels"])
         return await self.calls.call(worker, worker.client.create(self.resource, ns, body))
+
+    async def _check_posture(self, worker: WorkerCluster, ns: str) -> None:
+        """Raise WeakerNamespace unless ``ns`` on ``worker`` is missing (then made from the manager's
+        labels) or enforces at least the Pod Security level of ``ns`` on the manager."""
+        try:
+            there = await self._namespaces.get(worker.name, ns, lambda: self.calls.call(
+                worker, worker.client.get(NAMESPACES, None, ns)))
+        except ApiError as exc:
+            if exc.not_found:
+                return
+            raise _posture_unknown(exc, ns, f"worker {worker.name}", worker.name) from exc
+        try:
+            here = await self._namespaces.get("", ns, lambda: self.manager.get(NAMESPACES, None, ns))
+        except ApiError as exc:
+            raise _posture_unknown(exc, ns, "the manager", worker.name) from exc
+        weaker = tenancy.weaker_posture(here, there, worker=worker.name)
+        if weaker is not None:
+            raise WeakerNamespace(weaker, worker.name)
 
     def _refusal_delay(self, uid: str, verb: str) -> float:
         """Count one more refusal of ``verb`` (create, patch, delete) for ``uid``; the seconds until it

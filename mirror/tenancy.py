@@ -9,12 +9,24 @@ unlabelled namespace is ``privileged`` under Pod Security admission, so a tenant
 :data:`POD_SECURITY` are therefore copied from the manager namespace, and where it has none
 :attr:`~mirror.config.Config.created_namespace_labels` fills in (``enforce: baseline`` by
 default). Namespaces that already exist on a worker are the worker admin's and are left as
-they are.
+they are, but a copy is made in one only when it enforces at least the manager namespace's
+Pod Security level (:func:`weaker_posture`, issue 32): a tenant held to ``restricted`` on the
+manager must not run a hostPath pod in an unlabelled namespace of the same name on a worker.
+
+The controller cannot read an API server's admission configuration, so an unlabelled namespace
+counts as ``privileged`` (the Pod Security admission default) on both sides. A cluster whose
+admission configuration sets a stricter default should label its namespaces to say so; an
+``enforce`` value Pod Security admission does not know counts as ``restricted``, the level it
+falls back to. Only levels are compared, not ``enforce-version``.
+
+``default`` and ``kube-*`` exist on every cluster and belong to its admins: they are used on
+workers only when ``workerNamespaces`` names them (:func:`may_use`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from fnmatch import fnmatchcase
 
 from jobapi.objects import labels_of
@@ -24,10 +36,53 @@ from kruntime.resources import Obj
 POD_SECURITY = "pod-security.kubernetes.io/"
 
 
+#: ``enforce`` label of Pod Security admission, and its levels from weakest to strongest
+ENFORCE = POD_SECURITY + "enforce"
+LEVELS = ("privileged", "baseline", "restricted")
+
+
+def reserved(namespace: str) -> bool:
+    """``default`` and ``kube-*``: the cluster's own namespaces (patterns too: ``kube-*`` is one)."""
+    return namespace == "default" or namespace.startswith("kube-")
+
+
 def may_use(namespace: str, allowed: Sequence[str]) -> bool:
     """Whether the controller may create or use ``namespace`` on workers (``allowed`` holds names or
-    shell patterns such as ``team-*``; empty = any)."""
+    shell patterns such as ``team-*``; empty = any). A reserved namespace needs an entry that is
+    itself reserved (``default``, ``kube-system``, ``kube-*``): ``*`` or ``[]`` never lets it in."""
+    if reserved(namespace):
+        return any(reserved(pattern) and fnmatchcase(namespace, pattern) for pattern in allowed)
     return not allowed or any(fnmatchcase(namespace, pattern) for pattern in allowed)
+
+
+def not_allowed_reason(namespace: str, allowed: Sequence[str]) -> str:
+    """Why :func:`may_use` said no, for the NamespaceNotAllowed event."""
+    if reserved(namespace):
+        return (f"namespace {namespace} belongs to the cluster (default, kube-*) and is used on workers only "
+                f"when workerNamespaces names it ({', '.join(allowed) or 'empty'}): no copy is made")
+    return (f"namespace {namespace} is not among the workerNamespaces the controller may use on workers "
+            f"({', '.join(allowed)}): no copy is made")
+
+
+def enforce_level(namespace: Obj) -> str:
+    """The Pod Security level ``namespace`` enforces: unlabelled = ``privileged`` (the admission
+    default; see the module doc), a value admission does not know = ``restricted``."""
+    level = labels_of(namespace).get(ENFORCE)
+    if level is None:
+        return LEVELS[0]
+    return level if level in LEVELS else LEVELS[-1]
+
+
+def weaker_posture(manager_namespace: Obj, worker_namespace: Obj, *, worker: str) -> str | None:
+    """Why the worker's namespace is weaker than the manager's (a sentence), or None when it enforces
+    at least the manager's level."""
+    here, there = enforce_level(manager_namespace), enforce_level(worker_namespace)
+    if LEVELS.index(there) >= LEVELS.index(here):
+        return None
+    name = (worker_namespace.get("metadata") or {}).get("name")
+    said = "" if ENFORCE in labels_of(worker_namespace) else " (unlabelled: the Pod Security default)"
+    return (f"namespace {name} on worker {worker} enforces Pod Security {there!r}{said}, weaker than {here!r} "
+            f"of {name} on the manager: no copy is made there; its admin can label it {ENFORCE}={here}")
 
 
 def _copied(key: str, extra: Sequence[str]) -> bool:
@@ -48,3 +103,23 @@ def worker_namespace(name: str, manager_namespace: Obj, *, extra: Sequence[str],
     """The Namespace to create on a worker for a copy in ``name``."""
     labels = created_namespace_labels(manager_namespace, extra=extra, defaults=defaults)
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+class RecentNamespaces:
+    """Namespaces read in the last ``ttl`` seconds, by cluster: a burst of Jobs in one namespace
+    costs one read of it per cluster, not one per copy. A read that fails is not kept."""
+
+    def __init__(self, ttl: float = 30.0, clock: Callable[[], float] = time.monotonic, most: int = 4096) -> None:
+        self.ttl, self.clock, self.most = ttl, clock, most
+        self._seen: dict[tuple[str, str], tuple[float, Obj]] = {}
+
+    async def get(self, cluster: str, name: str, read: Callable[[], Awaitable[Obj]]) -> Obj:
+        now = self.clock()
+        hit = self._seen.get((cluster, name))
+        if hit is not None and now - hit[0] < self.ttl:
+            return hit[1]
+        obj = await read()
+        if len(self._seen) >= self.most:
+            self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self.ttl}
+        self._seen[(cluster, name)] = (now, obj)
+        return obj

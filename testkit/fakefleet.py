@@ -111,7 +111,9 @@ async def fake_fleet(workers: tuple[str, ...] = ("worker-1", "worker-2"), *, nod
     Nodes and Pods (placement RoomAware, the default); without them no room is known.
     """
     entries = [{"name": w, "kubeconfig": f"/fake/{w}", "labels": (labels or {}).get(w, {})} for w in workers]
-    cfg = Config.model_validate({"workers": entries, "controllerName": CONTROLLER, **settings})
+    # The tables run Jobs in `default`, which a controller uses on workers only when named (issue 32).
+    cfg = Config.model_validate({"workers": entries, "controllerName": CONTROLLER,
+                                 "workerNamespaces": ["default", "*"], **settings})
     manager = FakeApiServer()
     servers = {w: FakeApiServer() for w in workers}
     for worker, objs in (nodes or {}).items():

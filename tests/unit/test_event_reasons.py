@@ -20,6 +20,7 @@ KNOWN = {
     "RemoteDeleted": NORMAL, "FinalizerReleased": NORMAL, "FinishedWithoutCopy": WARNING,
     "CopyLeftForGC": WARNING, "StatusRejected": WARNING, "StaleCopyOutcomeUsed": NORMAL,
     "CopyUnschedulable": WARNING, "WorkerWarning": WARNING,
+    "NamespaceWeaker": WARNING,  # issue 32: a worker namespace weaker than the manager's gets no copy
 }
 
 #: Reasons no longer written, and why: none may come back, least of all with another meaning.
