@@ -40,6 +40,7 @@ from testkit.waiting import wait_for
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
 CHART = Path(__file__).resolve().parent.parent / "deploy" / "helm" / "jobmirror"
+KIND_POD_CIDR = "10.244.0.0/16"  # as the overlay's NetworkPolicy (deploy/manager/networkpolicy.yaml)
 #: What the kustomize deployment is made of on the manager (deploy/manager[-as-worker]); its
 #: Namespace stays: the chart installs into it.
 KUSTOMIZE_NAMESPACED = ("deployment,service,poddisruptionbudget,configmap,secret,serviceaccount,role,rolebinding,"
@@ -75,6 +76,8 @@ def equivalent_values(env: E2EEnv) -> dict[str, Any]:
         "workerKubeconfigs": {"kubeconfigs": kubeconfigs},
         "leaderElection": election,
         "config": {k: v for k, v in cfg.items() if k not in CHART_OWNED},
+        # kind's default Pod subnet (kindbed sets no podSubnet); the chart has no default for it.
+        "networkPolicy": {"enabled": True, "podCIDRs": [KIND_POD_CIDR]},
     }
 
 

@@ -1,11 +1,14 @@
 """The reference pages of the docs site, generated from the code so they cannot drift from it.
 
-    python -m mirror.docs            # write docs/reference/{configuration,metrics,events}.md
+    python -m mirror.docs            # write docs/reference/{configuration,metrics,events,cli}.md and the chart's
+                                     # README.md and values.schema.json
     python -m mirror.docs --check    # exit 1 if a committed page differs from what the code gives now
 
 Configuration from the pydantic model (mirror/config.py), metrics from the collectors the
 controllers register (mirror/metrics.py, kruntime/metrics.py, builtin_controller/metrics.py),
-events from mirror/event_reasons.py. tests/unit/test_docs_reference.py runs the check in CI.
+events from mirror/event_reasons.py, the command line from the argparse parsers (mirror/cli_reference.py),
+the Helm chart's values table and schema from its values.yaml and the config model (mirror/helm_values.py).
+tests/unit/test_docs_reference.py runs the check in CI.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from mirror import event_reasons
+from mirror import cli_reference, event_reasons, helm_values
 from mirror.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -216,6 +219,9 @@ def pages() -> dict[Path, str]:
         REFERENCE / "configuration.md": configuration_page(),
         REFERENCE / "metrics.md": metrics_page(),
         REFERENCE / "events.md": events_page(),
+        REFERENCE / "cli.md": cli_reference.cli_page(_HEADER),
+        helm_values.CHART / "README.md": helm_values.readme(),
+        helm_values.CHART / "values.schema.json": helm_values.values_schema_json(),
     }
 
 

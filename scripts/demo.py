@@ -1,4 +1,4 @@
-"""The demo: a manager and two workers, sample Jobs mirrored and completed.
+"""The demo: a manager and two workers, sample Jobs mirrored and completed, then what a user reads about one.
 
 worker-1 runs Jobs with kube-controller-manager's Job controller; worker-2 has that
 controller disabled and runs jobmirror's builtin controller instead. Both have kwok
@@ -128,8 +128,13 @@ def main() -> int:
         subprocess.run(status_cmd, cwd=ROOT)
         say("the manager's own view: kubectl get jobs -n demo (on the manager cluster)")
         print(manager.kubectl("get", "jobs", "-n", "demo", "-o", "wide").stdout)
-        say("events on the manager Job 'hello'")
-        print(manager.kubectl("get", "events", "-n", "demo", "--field-selector", "involvedObject.name=hello").stdout)
+        say("where the manager Job 'hello' ran and why: its jobmirror.dev/ annotations (no Event on the normal path)")
+        hello = json.loads(manager.kubectl("get", "job", "hello", "-n", "demo", "-o", "json").stdout)
+        for key, value in sorted((hello["metadata"].get("annotations") or {}).items()):
+            if key.startswith("jobmirror.dev/"):
+                print(f"  {key}: {value}")
+        say("kubectl jobmirror describe hello -n demo --config ... (placement, the copy, its pods, side by side)")
+        subprocess.run([PY, "-m", "mirror.cli", "describe", "hello", "-n", "demo", "--config", str(config)], cwd=ROOT)
         done, total = finished(manager)
         if done != total:
             print(f"demo FAILED: only {done}/{total} Jobs finished; logs in {work}", file=sys.stderr)

@@ -37,3 +37,47 @@ def test_config_schema_command_prints_the_models_schema(capsys: pytest.CaptureFi
     assert schema["required"] == ["workers"]
     assert {"workerLostTimeout", "leaderElection", "placement"} <= set(schema["properties"])
     assert schema["properties"]["resyncPeriod"]["description"]
+
+
+def test_chart_schema_checks_config_with_the_models_schema() -> None:
+    """values.schema.json: `config` is the controller's schema (minus what the chart sets), every top-level
+    value is typed and nothing else is allowed at the top level"""
+    import yaml
+
+    from mirror import helm_values
+
+    schema = helm_values.values_schema()
+    model = Config.model_json_schema(by_alias=True)
+    config = schema["properties"]["config"]
+    assert config["properties"] == model["properties"] and config["additionalProperties"] is False
+    assert "required" not in config, "workers come from the chart's own values"
+    assert schema["$defs"] == model["$defs"]
+    values = yaml.safe_load((helm_values.CHART / "values.yaml").read_text())
+    assert set(schema["properties"]) == {*values, "global"} and schema["additionalProperties"] is False
+
+
+def test_chart_readme_lists_every_value_with_its_comment() -> None:
+    from mirror import helm_values
+
+    rows = {v.key: v for v in helm_values.chart_values()}
+    assert {"networkPolicy.podCIDRs", "config.placement", "inspect.port", "workerKubeconfigs.kubeconfigs"} <= set(rows)
+    assert "Pod CIDR" in rows["networkPolicy.podCIDRs"].description
+    assert "replicas" in rows and "leader election" in rows["replicas"].description
+    assert "grafanaDashboard.labels" in rows, "a map of free-form keys is one value"
+
+
+def test_cli_reference_names_every_option_and_help_shows_defaults() -> None:
+    from builtin_controller.cli import build_parser as builtin_parser
+    from kruntime.helpformat import subcommands
+    from mirror.cli import build_parser
+
+    page = (docs.REFERENCE / "cli.md").read_text()
+    parsers = [build_parser(), builtin_parser()]
+    parsers += [sub for p in parsers for sub in subcommands(p).values()]
+    for parser in parsers:
+        text = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            for flag in action.option_strings:
+                assert flag in ("-h", "--help", "--version") or f"`{flag}`" in page, flag
+            if action.option_strings and action.default not in (None, False, "==SUPPRESS==") and action.help:
+                assert f"(default: {action.default})" in text or "default" in action.help, (parser.prog, action.dest)

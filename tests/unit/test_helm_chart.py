@@ -40,6 +40,9 @@ CHECKSUMS = ("checksum/config", "checksum/worker-kubeconfigs")
 YAML_FILES = ("config.yaml", "in-cluster.kubeconfig")
 
 Obj = dict[str, Any]
+#: What a render passes unless its values say otherwise: the chart has no default Pod CIDR (it
+#: fails without one); kind's is the one deploy/manager/networkpolicy.yaml ships.
+POD_CIDRS = ("--set-json", 'networkPolicy.podCIDRs=["10.244.0.0/16"]')
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +62,8 @@ def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
 def render(helm: Path, values: Obj | None = None, *, release: str = "jobmirror", namespace: str = NS,
            tmp: Path | None = None) -> list[Obj]:
     args: list[str | Path] = [helm, "template", release, CHART, "--namespace", namespace]
+    if not (values and "networkPolicy" in values):
+        args += POD_CIDRS
     if values:
         assert tmp is not None
         f = tmp / "values.yaml"
@@ -73,7 +78,8 @@ def render(helm: Path, values: Obj | None = None, *, release: str = "jobmirror",
 def render_error(helm: Path, values: Obj, tmp: Path) -> str:
     f = tmp / "bad-values.yaml"
     f.write_text(yaml.safe_dump(values))
-    proc = run(helm, "template", "jobmirror", CHART, "--namespace", NS, "--values", f)
+    cidrs = () if "networkPolicy" in values else POD_CIDRS
+    proc = run(helm, "template", "jobmirror", CHART, "--namespace", NS, *cidrs, "--values", f)
     assert proc.returncode != 0, f"helm template accepted {values}"
     return proc.stderr
 
@@ -263,6 +269,11 @@ def test_config_change_rolls_the_pods(helm: Path, tmp_path: Path) -> None:
     ({"leaderElection": {"enabled": False}}, "replicas: more than 1 needs leaderElection.enabled"),
     ({"workerKubeconfigs": {"kubeconfigs": None}}, "workerKubeconfigs: set existingSecret, or kubeconfigs"),
     ({"workers": [{"name": "east"}]}, "workerKubeconfigs.kubeconfigs: no key east.kubeconfig for worker east"),
+    ({"networkPolicy": {"enabled": True}}, r"networkPolicy.podCIDRs: set your cluster's Pod CIDR\(s\)"),
+    ({"networkPolicy": {"podCIDRs": []}}, "or set networkPolicy.enabled=false: without them the inspect port"),
+    ({"config": {"placment": "RoundRobin"}}, "placment"),
+    ({"config": {"placement": "Nearest"}}, "placement"),
+    ({"replica": 3}, "replica"),  # values.schema.json: no unknown top-level key either
 ])
 def test_bad_values_fail_naming_the_value(helm: Path, tmp_path: Path, values: Obj, message: str) -> None:
     assert re.search(message, render_error(helm, values, tmp_path))
@@ -288,6 +299,15 @@ def test_monitoring_toggles(helm: Path, tmp_path: Path) -> None:
     assert not defaults & {"ServiceMonitor", "PrometheusRule"}, "monitoring objects need their toggles"
 
 
+def test_network_policy_needs_pod_cidrs_or_is_off(helm: Path, tmp_path: Path) -> None:
+    """the user's Pod CIDRs land in the policy's except list; disabled, no policy and no CIDRs needed"""
+    objs = render(helm, {"networkPolicy": {"podCIDRs": ["10.0.0.0/14", "172.16.0.0/16"]}}, tmp=tmp_path)
+    pol = next(o for o in objs if o["kind"] == "NetworkPolicy")
+    assert pol["spec"]["ingress"][0]["from"][0]["ipBlock"]["except"] == ["10.0.0.0/14", "172.16.0.0/16"]
+    objs = render(helm, {"networkPolicy": {"enabled": False}}, tmp=tmp_path)
+    assert "NetworkPolicy" not in {o["kind"] for o in objs}
+
+
 @pytest.mark.parametrize("name", ["jobmirror-alerts.yaml", "jobmirror-dashboard.json"])
 def test_chart_copies_of_the_monitoring_files_are_identical(name: str) -> None:
     """Helm cannot read files outside the chart (symlinks warn on every command): it keeps copies"""
@@ -302,7 +322,7 @@ ALL_TOGGLES = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled"
 @pytest.mark.parametrize("values", [None, ALL_TOGGLES])
 def test_helm_lint_strict_is_clean(helm: Path, tmp_path: Path, values: Obj | None) -> None:
     """helm lint --strict: no error and no warning (INFO lines only, e.g. "icon is recommended")"""
-    args: list[str | Path] = [helm, "lint", "--strict", CHART]
+    args: list[str | Path] = [helm, "lint", "--strict", CHART, *POD_CIDRS]
     if values:
         (tmp_path / "v.yaml").write_text(yaml.safe_dump(values))
         args += ["--values", tmp_path / "v.yaml"]

@@ -7,6 +7,7 @@ from typing import Any, cast
 import pytest
 
 from kruntime.client import ApiError, ClusterClient
+from kruntime.helpformat import subcommands
 from mirror.cli import build_parser
 from mirror.inspect import plugin
 
@@ -19,7 +20,8 @@ class Manager:
     """Answers the one list the lookup makes."""
 
     def __init__(self, items: list[dict[str, Any]] | None = None, status: int = 0) -> None:
-        self.items, self.status, self.calls = items or [], status, []
+        self.items, self.status = items or [], status
+        self.calls: list[tuple[str, str | None, dict[str, Any]]] = []
 
     async def list_all(self, res: Any, ns: str | None, **kw: Any) -> tuple[list[dict[str, Any]], str]:
         self.calls.append((res.plural, ns, kw))
@@ -58,7 +60,6 @@ async def test_a_user_who_may_not_list_services_gets_the_conventional_name() -> 
 
 def test_help_shows_the_https_scheme_and_the_defaults() -> None:
     assert build_parser("kubectl jobmirror").parse_args(["describe", "x"]).inspect_service is None
-    describe = next(a for a in build_parser("kubectl jobmirror")._actions if a.dest == "verb")
-    help_ = "".join(describe.choices["describe"].format_help().split())  # type: ignore[attr-defined]
+    help_ = "".join(subcommands(build_parser("kubectl jobmirror"))["describe"].format_help().split())
     assert "namespace/https:service:port" in help_ and "jobmirror-system/https:jobmirror-inspect:inspect" in help_
     assert "(default:10.0)" in help_ and "(default:jobmirror.dev/controller)" in help_
