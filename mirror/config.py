@@ -221,6 +221,10 @@ class Config(BaseSettings):
     unschedulable_timeout: float = Field(300.0, gt=0, description=(
         "Seconds a copy's pod may stay unschedulable before a CopyUnschedulable event (and, with RoomAware, "
         "an unpinned copy that never started is moved)."))
+    head_of_line_hold: float = Field(120.0, ge=0, description=(
+        "RoomAware: seconds a Job waiting for room may hold the workers it waits for against Jobs created "
+        "after it (first come, first placed), counted from when the first of the two began waiting; then "
+        "it stops holding (a HeadOfLineHoldEnded event) and keeps waiting. 0: no Job holds a worker."))
     inspect_address: str = Field("", description=(
         "host:port of the read-only HTTPS inspect API behind `kubectl jobmirror describe/logs` for users "
         "without worker credentials (TokenReview, then a SubjectAccessReview on the Job); empty = off."))

@@ -42,6 +42,13 @@ WAITING_FOR_ROOM = EventReason(
     "RoomAware: workers could run the Job's pods but none has room now (or an older waiting Job holds it); "
     "the Job waits in the manager and is placed when room appears. Once per wait.",
     "Wait, or add capacity; gauge `jobmirror_jobs_waiting_for_room` counts such Jobs.")
+HEAD_OF_LINE_HOLD_ENDED = EventReason(
+    "HeadOfLineHoldEnded", NORMAL,
+    "RoomAware: the Job, first in line for a worker, has waited for room for `headOfLineHold`: it no longer "
+    "holds that worker against Jobs created after it (they may take room there); it still waits and is placed "
+    "when room for it appears. Once per wait.",
+    "Nothing, or add capacity; if the Job can never find room there (a port or resource its nodes never free), "
+    "change its pod.")
 NO_WORKER = EventReason(
     "NoWorker", WARNING,
     "No worker can take the Job now (none healthy, a pin to an unknown or unhealthy worker, a worker-selector "
@@ -147,7 +154,8 @@ WORKER_WARNING = EventReason(
 
 #: Every reason the mirror controller writes, in the order the reference lists them.
 ALL: tuple[EventReason, ...] = (
-    REDISPATCHED, PLACEMENT_MOVED, WAITING_FOR_ROOM, NO_WORKER, NO_WORKER_FITS, WORKER_NOT_CONFIGURED,
+    REDISPATCHED, PLACEMENT_MOVED, WAITING_FOR_ROOM, HEAD_OF_LINE_HOLD_ENDED, NO_WORKER, NO_WORKER_FITS,
+    WORKER_NOT_CONFIGURED,
     WORKER_LOST, NAMESPACE_NOT_ALLOWED, NAMESPACE_WEAKER, NAMESPACE_MISSING, WORKER_REFUSED, WORKER_DROPPED_FIELDS,
     COPY_RECREATED,
     REPLACED, NAME_COLLISION, REMOTE_DELETED, FINALIZER_RELEASED, FINISHED_WITHOUT_COPY, COPY_LEFT_FOR_GC,

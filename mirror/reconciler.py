@@ -58,6 +58,7 @@ from mirror.event_reasons import (
     COPY_RECREATED,
     FINALIZER_RELEASED,
     FINISHED_WITHOUT_COPY,
+    HEAD_OF_LINE_HOLD_ENDED,
     NAME_COLLISION,
     NAMESPACE_MISSING,
     NAMESPACE_NOT_ALLOWED,
@@ -90,6 +91,7 @@ from mirror.naming import (
 )
 from mirror.placement import (
     NoWorker,
+    NoWorkerFits,
     PlacementPolicy,
     Waiting,
     WaitingForRoom,
@@ -97,6 +99,7 @@ from mirror.placement import (
     WorkerView,
     explain,
     heads,
+    holds,
     narrow_by_room,
     select_by_labels,
 )
@@ -138,6 +141,10 @@ class JobMemory:
     no_worker_said: str | None = None
     #: told it waits for room (once per wait)
     waiting_said: bool = False
+    #: told its headOfLineHold ended (once per wait)
+    hold_ended_said: bool = False
+    #: when it waits only because earlier Jobs hold workers with room: when the first hold lapses (monotonic)
+    held_until: float | None = None
     #: workers whose copy's pods stayed unschedulable past the timeout, with why (worker events)
     stuck: dict[str, str] = field(default_factory=dict)
 
@@ -153,6 +160,16 @@ class StatusRejected(Exception):
     """The manager API server refused the translated status (counted, evented, retried)."""
 
     expected = True
+
+
+def recheck_after(first: bool, held_until: float | None, now: float, resync: float) -> float:
+    """Seconds until a Job left waiting for room is looked at again: soon when it is first in line
+    for a worker (room there is its), at the moment the hold keeping it from a roomy worker lapses,
+    else at the resync (it is woken when it becomes first)."""
+    again = min(resync, WAITING_RECHECK) if first else resync
+    if held_until is not None:
+        again = min(again, max(held_until - now, 0.05))
+    return again
 
 
 def _missing_namespace(exc: ApiError) -> bool:
@@ -334,8 +351,9 @@ class Reconciler:
                     return replace(g, job=job)
                 # Room is looked for again soon by the Job first in line for a worker; the ones behind
                 # it are woken when they become first (wake_heads), not re-checked every few seconds.
-                waits = self._waiting.is_first(job["metadata"]["uid"])
-                return Done(min(self.cfg.resync_period, WAITING_RECHECK) if waits else self.cfg.resync_period)
+                uid = job["metadata"]["uid"]
+                return Done(recheck_after(self._waiting.is_first(uid), self._recalled(uid).held_until,
+                                          time.monotonic(), self.cfg.resync_period))
             case Do.ENSURE_FINALIZER:
                 return replace(g, job=await self._ensure_finalizer(job))
             case Do.LOST:
@@ -460,11 +478,16 @@ class Reconciler:
         fits = self._fits(pod, want, views) if pod is not None else {}
         if self.rooms:
             order = (str(job["metadata"].get("creationTimestamp") or ""), uid)
+            now = time.monotonic()
             try:
-                views = narrow_by_room(views, fits, pin, order=order, waiting=self._waiting)
+                views = narrow_by_room(views, fits, pin, order=order, waiting=self._waiting, now=now,
+                                       hold=self.cfg.head_of_line_hold, since=self._waiting.since(uid))
             except WaitingForRoom as wait:
-                self._waiting.add(uid, Waiting(order, wait.could, key_of(job)))
+                self._waiting.add(uid, Waiting(order, wait.could, key_of(job)), now)
                 metrics.JOBS_WAITING_FOR_ROOM.set(len(self._waiting))
+                raise
+            except NoWorkerFits:
+                self._stop_waiting(uid)  # it waits for no room any more, so it holds no worker
                 raise
             self._stop_waiting(uid)
         chosen = self.policy.choose(views, pin)
@@ -504,10 +527,12 @@ class Reconciler:
             uid, message = job["metadata"]["uid"], f"cannot dispatch: {exc}"
             memory = self._remember_about(uid)
             if isinstance(exc, WaitingForRoom):
+                memory.held_until = exc.held_until
                 if not memory.waiting_said:  # once per wait: its figures change while it waits
                     memory.waiting_said = True
                     self.recorder.event(job, WAITING_FOR_ROOM.type, exc.reason, f"waits in the manager: {exc}; it is "
                                         "placed when room appears, Jobs created earlier first")
+                self._say_hold_ended(job, memory)
             elif says_something_new(memory.no_worker_said, message):
                 memory.no_worker_said = message
                 self.recorder.event(job, NO_WORKER.type, exc.reason, message)
@@ -516,8 +541,23 @@ class Reconciler:
                           job["metadata"]["name"], exc)
             return job, Placement(None, job["metadata"]["name"])
         memory = self._recalled(job["metadata"]["uid"])
-        memory.no_worker_said, memory.waiting_said = None, False
+        memory.no_worker_said, memory.waiting_said, memory.hold_ended_said, memory.held_until = None, False, False, None
         return await self._place_on(job, chosen)
+
+    def _say_hold_ended(self, job: Obj, memory: JobMemory) -> None:
+        """Once per wait, when the Job is first in line for a worker and its headOfLineHold ran out:
+        later Jobs may take room there from now on (it still waits, and is placed when room appears)."""
+        uid, hold = job["metadata"]["uid"], self.cfg.head_of_line_hold
+        since = self._waiting.since(uid)
+        if memory.hold_ended_said or since is None or hold <= 0 or holds(since, since, time.monotonic(), hold):
+            return
+        ahead_of = sorted(w for w in self._waiting[uid].could if self._waiting.first(w) == uid)
+        if not ahead_of:
+            return  # it held nothing: nothing to say
+        memory.hold_ended_said = True
+        self._say(job, HEAD_OF_LINE_HOLD_ENDED, f"waited {hold:g} s for room (headOfLineHold): it no longer holds "
+                  f"{', '.join(ahead_of)} against Jobs created after it, which may take room there now; it still "
+                  "waits and is placed when room for it appears")
 
     async def _place_on(self, job: Obj, choice: Choice) -> tuple[Obj, Placement]:
         chosen = choice.worker

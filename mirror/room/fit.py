@@ -1,9 +1,12 @@
 """Does one pod of a Job fit a node, a worker — ever, and now?
 
-"Ever": some node could hold the pod if it were empty — resources within allocatable,
-``nodeSelector`` and required node affinity match, every NoSchedule/NoExecute taint
-tolerated. A cordoned or NotReady node still counts (an operator brings it back), so a
-Job whose worker is only cordoned waits instead of being refused.
+"Ever": some node could hold the pod if it held only its DaemonSet pods — resources within
+allocatable less what those take, none of its host ports held by them, ``nodeSelector`` and
+required node affinity match, every NoSchedule/NoExecute taint tolerated. DaemonSet pods count
+as part of the node because they stay: a Job that only fits beside none of them would wait
+for room that never comes and hold its worker meanwhile (issue 32). A cordoned or NotReady
+node still counts (an operator brings it back), so a Job whose worker is only cordoned waits
+instead of being refused.
 "Now": the node is schedulable and Ready, and its allocatable minus what the pods bound to
 it request leaves room for the pod's request, one ``pods`` slot and its host ports.
 
@@ -51,6 +54,11 @@ class NodeRoom:
     requested: Mapping[str, int] = field(default_factory=dict)
     pod_count: int = 0
     ports: frozenset[HostPort] = frozenset()
+    #: what the DaemonSet pods bound to it request (part of ``requested``): never free for a Job
+    daemon_requested: Mapping[str, int] = field(default_factory=dict)
+    #: how many of ``pod_count`` are DaemonSet pods, and the host ports they hold
+    daemon_pods: int = 0
+    daemon_ports: frozenset[HostPort] = frozenset()
 
     def free(self, resource: str) -> int:
         if resource == PODS:
@@ -139,26 +147,48 @@ def _cordon_tolerated(shape: PodShape) -> bool:
     return any(tolerates(t, Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule")) for t in shape.tolerations)
 
 
+def lasting_room(node: NodeRoom, resource: str) -> int:
+    """What the node could ever give a Job of ``resource``: allocatable less its DaemonSet pods' share."""
+    if resource == PODS:
+        return node.allocatable.get(PODS, 1) - node.daemon_pods
+    return node.allocatable.get(resource, 0) - node.daemon_requested.get(resource, 0)
+
+
 def missing_for_ever(shape: PodShape, node: NodeRoom) -> list[str]:
-    """Resources the node could not hold even empty, as ``"8 cpu > 4 allocatable"`` phrases."""
+    """Resources the node could not hold even with only its DaemonSet pods on it, as
+    ``"8 cpu > 4 allocatable"`` (or ``"... allocatable less DaemonSet pods"``) phrases."""
     out = []
     for res, want in sorted(shape.requests.items()):
-        have = node.allocatable.get(res, 0)
+        have = lasting_room(node, res)
         if want > have:
-            out.append(f"{res} {show(res, want)} > {show(res, have)} allocatable")
-    if node.allocatable.get(PODS, 1) < 1:
+            less = " less DaemonSet pods" if node.daemon_requested.get(res) else ""
+            out.append(f"{res} {show(res, want)} > {show(res, max(have, 0))} allocatable{less}")
+    if lasting_room(node, PODS) < 1:
         out.append("pods: allocatable 0")
+    out.extend(f"host port {p.protocol}/{p.port} held by a DaemonSet pod" for p in daemon_held_ports(shape, node))
     return out
 
 
-def _within_allocatable(shape: PodShape, node: NodeRoom) -> bool:
+def daemon_held_ports(shape: PodShape, node: NodeRoom) -> list[HostPort]:
+    """The pod's host ports that a DaemonSet pod on the node holds (sorted, for messages)."""
+    if not shape.ports or not node.daemon_ports:
+        return []
+    held = [p for p in shape.ports if any(p.conflicts(q) for q in node.daemon_ports)]
+    return sorted(held, key=lambda p: (p.protocol, p.port, p.ip))
+
+
+def _within_lasting_room(shape: PodShape, node: NodeRoom) -> bool:
     """``not missing_for_ever(shape, node)``, without the phrases (asked on every fit)."""
-    allocatable = node.allocatable
-    return allocatable.get(PODS, 1) >= 1 and all(want <= allocatable.get(r, 0) for r, want in shape.requests.items())
+    if not node.daemon_pods:  # the common case: allocatable alone
+        allocatable = node.allocatable
+        return (allocatable.get(PODS, 1) >= 1
+                and all(want <= allocatable.get(r, 0) for r, want in shape.requests.items()))
+    return (lasting_room(node, PODS) >= 1 and all(want <= lasting_room(node, r) for r, want in shape.requests.items())
+            and not daemon_held_ports(shape, node))
 
 
 def could_ever_run(shape: PodShape, node: NodeRoom) -> bool:
-    return selects(shape, node) and not untolerated(shape, lasting(node.taints)) and _within_allocatable(shape, node)
+    return selects(shape, node) and not untolerated(shape, lasting(node.taints)) and _within_lasting_room(shape, node)
 
 
 def runs_now(shape: PodShape, node: NodeRoom) -> bool:
@@ -238,6 +268,14 @@ def never_reason(shape: PodShape, nodes: Sequence[NodeRoom]) -> str:
         best = max(n.allocatable.get(res, 0) for n in tolerated)
         if best < want:
             return f"largest node has {show(res, best)} {res} < {show(res, want)} {res} requested"
+    for res, want in sorted(shape.requests.items()):
+        best = max(lasting_room(n, res) for n in tolerated)
+        if best < want:
+            return (f"largest node has {show(res, max(best, 0))} {res} beside its DaemonSet pods < "
+                    f"{show(res, want)} {res} requested")
+    if all(daemon_held_ports(shape, n) for n in tolerated):
+        port = daemon_held_ports(shape, tolerated[0])[0]
+        return f"host port {port.protocol}/{port.port} is held by DaemonSet pods on every matching node"
     return "; ".join(missing_for_ever(shape, tolerated[0])) or "no node fits"
 
 

@@ -36,12 +36,20 @@ NOT_TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
+def is_daemon_pod(metadata: Mapping[str, Any]) -> bool:
+    """Whether a DaemonSet controls the pod: it stays on its node, so what it takes is never free."""
+    return any(ref.get("kind") == "DaemonSet" and ref.get("controller") and
+               str(ref.get("apiVersion", "")).startswith("apps/") for ref in metadata.get("ownerReferences") or [])
+
+
 def slim_pod(pod: Obj) -> Obj:
     """What the room view keeps of a pod: its identity, node, effective requests and host ports,
-    and the Job it belongs to (to release that Job's reservation as its pods are bound)."""
+    the Job it belongs to (to release that Job's reservation as its pods are bound) and whether
+    a DaemonSet controls it."""
     md, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     return {"metadata": {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in md},
             "job": (md.get("labels") or {}).get(JOB_NAME_LABEL, ""),
+            "daemon": is_daemon_pod(md),
             "nodeName": spec.get("nodeName") or "",
             "requests": pod_requests(spec),
             "ports": sorted((p.protocol, p.port, p.ip) for p in host_ports(spec))}
@@ -87,18 +95,30 @@ class _NodeLoad:
         self.requested: Counter[str] = Counter()
         self.pods = 0
         self.ports: Counter[HostPort] = Counter()
+        #: the same for its DaemonSet pods alone (what "ever" judges)
+        self.daemon_requested: Counter[str] = Counter()
+        self.daemon_pods = 0
+        self.daemon_ports: Counter[HostPort] = Counter()
         #: the :attr:`Loads.version` of its last change: a room made at this version is current
         self.version = 0
 
     def room(self, node: NodeRoom) -> NodeRoom:
         """``node`` with what these pods take from it."""
         return _taking(node, {r: v for r, v in self.requested.items() if v}, self.pods,
-                       frozenset(p for p, n in self.ports.items() if n > 0))
+                       frozenset(p for p, n in self.ports.items() if n > 0),
+                       ({r: v for r, v in self.daemon_requested.items() if v}, self.daemon_pods,
+                        frozenset(p for p, n in self.daemon_ports.items() if n > 0)))
 
     def add(self, pod: Obj, sign: int) -> None:
-        self.requested.update({r: sign * v for r, v in pod["requests"].items()})
+        requests = {r: sign * v for r, v in pod["requests"].items()}
+        ports = {HostPort(proto, port, ip): sign for proto, port, ip in pod["ports"]}
+        self.requested.update(requests)
         self.pods += sign
-        self.ports.update({HostPort(proto, port, ip): sign for proto, port, ip in pod["ports"]})
+        self.ports.update(ports)
+        if pod.get("daemon"):
+            self.daemon_requested.update(requests)
+            self.daemon_pods += sign
+            self.daemon_ports.update(ports)
 
 
 @dataclass(frozen=True)
@@ -118,10 +138,13 @@ class Reservation:
     until: float
 
 
-def _taking(room: NodeRoom, requested: Mapping[str, int], pod_count: int, ports: frozenset[HostPort]) -> NodeRoom:
-    """``room`` with these pods on it (what ``dataclasses.replace`` does, without its cost per call)."""
+def _taking(room: NodeRoom, requested: Mapping[str, int], pod_count: int, ports: frozenset[HostPort],
+            daemons: tuple[Mapping[str, int], int, frozenset[HostPort]] | None = None) -> NodeRoom:
+    """``room`` with these pods on it, of which ``daemons`` (requests, count, ports) are DaemonSet
+    pods — unchanged when not given (what ``dataclasses.replace`` does, without its cost per call)."""
+    d = (room.daemon_requested, room.daemon_pods, room.daemon_ports) if daemons is None else daemons
     return NodeRoom(room.name, room.labels, room.allocatable, room.taints, room.cordoned, room.ready,
-                    requested, pod_count, ports)
+                    requested, pod_count, ports, *d)
 
 
 def with_reservations(rooms: Sequence[NodeRoom], reservations: Iterable[Reservation],

@@ -20,6 +20,7 @@ KNOWN = {
     "RemoteDeleted": NORMAL, "FinalizerReleased": NORMAL, "FinishedWithoutCopy": WARNING,
     "CopyLeftForGC": WARNING, "StatusRejected": WARNING, "StaleCopyOutcomeUsed": NORMAL,
     "CopyUnschedulable": WARNING, "WorkerWarning": WARNING,
+    "HeadOfLineHoldEnded": NORMAL,  # issue 32: a waiting Job's hold on its workers is bounded
     "NamespaceWeaker": WARNING,  # issue 32: a worker namespace weaker than the manager's gets no copy
 }
 

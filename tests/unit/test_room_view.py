@@ -119,7 +119,8 @@ def test_a_cached_pod_keeps_only_what_the_fit_needs() -> None:
     p["spec"]["containers"][0]["env"] = [{"name": "BIG", "value": "x" * 10_000}]
     p["metadata"].update(uid="u", resourceVersion="7", labels={"a": "b"}, annotations={"big": "y" * 10_000})
     assert slim_pod(p) == {"metadata": {"name": "a", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
-                           "job": "", "nodeName": "n1", "requests": {"cpu": 250}, "ports": [("TCP", 8080, "")]}
+                           "job": "", "daemon": False, "nodeName": "n1", "requests": {"cpu": 250},
+                           "ports": [("TCP", 8080, "")]}
 
 
 async def test_capacity_gauges_follow_the_view(room: tuple[FakeApiServer, RoomView]) -> None:
