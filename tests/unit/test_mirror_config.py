@@ -43,7 +43,7 @@ def write(tmp_path: Path, text: str, name: str = "jobmirror.yaml") -> Path:
         (lambda c: [w.labels for w in c.workers], [{"zone": "a"}, {"zone": "b"}]),
         (lambda c: c.manager_kubeconfig, Path("/etc/jobmirror/manager/kubeconfig")),
         (lambda c: c.controller_name, DEFAULT_CONTROLLER_NAME),
-        (lambda c: c.origin, "jobmirror"),
+        (lambda c: c.origin, None),  # the legacy origin is for upgraded installs only
         (lambda c: c.namespaces, []),
         (lambda c: c.placement, PlacementPolicy.ROOM_AWARE),
         (lambda c: c.resync_period, 30.0),
