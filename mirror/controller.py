@@ -66,8 +66,8 @@ class MirrorController:
         self.queue: WorkQueue[QueueKey] = WorkQueue("mirror", backoff_base=0.05, backoff_cap=60.0)
         self.reconcilers: dict[str, Reconciler] = {}
         self.events: dict[str, ObjectEvents] = {}
-        #: per worker, the mirroring of its Warning events onto the manager objects
-        self.worker_events: dict[str, WorkerEvents] = {}
+        #: per (kind, worker), the mirroring of the worker's Warning events onto the manager objects
+        self.worker_events: dict[tuple[str, str], WorkerEvents] = {}
         #: per worker, its room from Node and Pod watches (placement RoomAware only)
         self.rooms: dict[str, RoomView] = {}
         self.recorder: EventRecorder | None = None
@@ -151,18 +151,25 @@ class MirrorController:
                 w.kinds[kind.name].informer.add_handler(self._copy_handler(kind, w.name))
             # Through client-go's spam filter, like the builtin controller's events.
             events = self.events[kind.name] = ObjectEvents(self.recorder, kind.resource)
-            if cfg.worker_events and kind.pods is not None:  # the kind says how its copies' pods are named
-                # Their own spam filter: a crash-looping copy must not silence our own warnings.
-                mirrored = ObjectEvents(self.recorder, kind.resource, SpamFilter())
-                for w in self.workers.values():
-                    self.worker_events[w.name] = WorkerEvents(w, kind, informer, mirrored,
-                                                              unschedulable_timeout=cfg.unschedulable_timeout,
-                                                              on_stuck=self._stuck_handler(kind))
+            self._follow_worker_events(kind, informer)
             self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
                                                      policy_for(cfg.placement.value), manager_cluster=manager_id,
                                                      rooms=self.rooms, wake=self._waker(kind))
         for room in self.rooms.values():
             room.on_room = self._room_appeared
+
+    def _follow_worker_events(self, kind: MirroredKind, informer: Informer | NamespacedInformers) -> None:
+        """Every worker's Warning events about ``kind``'s copies, told on the manager objects: one per
+        (kind, worker), so a second kind never replaces the first's."""
+        if not self.cfg.worker_events or kind.pods is None:  # the kind says how its copies' pods are named
+            return
+        assert self.recorder is not None
+        # Their own spam filter: a crash-looping copy must not silence our own warnings.
+        mirrored = ObjectEvents(self.recorder, kind.resource, SpamFilter())
+        for w in self.workers.values():
+            self.worker_events[kind.name, w.name] = WorkerEvents(
+                w, kind, informer, mirrored, unschedulable_timeout=self.cfg.unschedulable_timeout,
+                on_stuck=self._stuck_handler(kind))
 
     def _waker(self, kind: MirroredKind) -> Callable[[list[str]], None]:
         def wake(keys: list[str]) -> None:
@@ -337,10 +344,10 @@ class MirrorController:
         for informer in room.informers() if room is not None else ():
             # Not part of the worker's health: an unreadable room is "unknown", never "full".
             self._spawn(informer.run(), f"{w.name}-room-{informer.resource.plural}")
-        we = self.worker_events.get(w.name)
-        if we is not None:
-            self._spawn(we.informer.run(), f"{w.name}-warning-events")
-            self._spawn(we.check_loop(), f"{w.name}-unschedulable-check")
+        for (kind, worker), we in self.worker_events.items():
+            if worker == w.name:
+                self._spawn(we.informer.run(), f"{w.name}-{kind}-warning-events")
+                self._spawn(we.check_loop(), f"{w.name}-{kind}-unschedulable-check")
 
     async def _admit(self, w: WorkerCluster, *, cap: float = 60.0) -> None:
         """Read a held worker's identity until it answers (doubling waits up to ``cap``, each
