@@ -25,7 +25,7 @@ from mirror.config import Config, ConfigError, cluster_conflicts, load_config
 from mirror.identity import selector
 from mirror.inspect import plugin
 from mirror.inspect.reads import NotPlaced
-from mirror.naming import LABEL_ORIGIN, LEGACY_DEFAULT_ORIGIN
+from mirror.naming import LABEL_ORIGIN, LEGACY_DEFAULT_ORIGIN, default_origin
 
 DEFAULT_CONFIG = Path("/etc/jobmirror/config.yaml")
 
@@ -62,27 +62,45 @@ async def _check(cfg: Config) -> list[str]:
             problems.append(f"{name}: {exc}")
             continue
         client = ClusterClient.from_configuration(name, kc, timeout=cfg.request_timeout)
+        ident: str | None = None
         try:
             v = await client.request("GET", "/version")
-            print(f"  {name:12s} ok  {v.get('gitVersion')}  {client.host}")
-            ident = await read_identity(client, attempts=1)
-            if cfg.origin is None:
+            try:
+                ident = await read_identity(client, attempts=1)
+            except IdentityUnavailable as exc:  # run needs it too: say so now
+                problems.append(f"{name}: {exc}")
+            print(f"  {name:12s} ok  {v.get('gitVersion')}  {client.host}  identity {ident or 'unreadable'}")
+            if ident is not None and cfg.origin is None:
                 await _warn_legacy_copies(client, name)
         except ApiError as exc:
             problems.append(f"{name}: kubeconfig {path} loads but the cluster does not answer: {exc}")
             continue
-        except IdentityUnavailable as exc:  # run needs it too: say so now
-            problems.append(f"{name}: {exc}")
-            continue
         finally:
             await client.close()
+        if ident is None:
+            continue
         if i == 0:
             manager = ident
         else:
             identities[name] = ident
+    print(f"  {'origin':12s} {origin_line(cfg.origin, manager)}")
     if manager:
         problems += cluster_conflicts(manager, identities, origin=cfg.origin)
     return problems
+
+
+def origin_line(configured: str | None, manager: str | None) -> str:
+    """The origin the controller would stamp on its copies, and where it comes from."""
+    if configured:
+        return f"{configured} (set in the config)"
+    if manager:
+        return f"{default_origin(manager)} (the default: jobmirror-<manager cluster identity>)"
+    return "unknown: the default is derived from the manager cluster's identity, which could not be read"
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (a server's reply may span several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 async def _warn_legacy_copies(client: ClusterClient, name: str) -> None:
@@ -194,10 +212,14 @@ def main(argv: list[str] | None = None, prog: str = "jobmirror") -> int:
             return 1 if problems else 0
         return run_controller(_run(cfg))
     except (KubeconfigError, ConfigError, plugin.UsageError, NotPlaced) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():  # a ConfigError: one line per problem
+            print(f"error: {line}", file=sys.stderr)
         return 2 if not isinstance(exc, NotPlaced) else 1
-    except ApiError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ApiError, IdentityUnavailable, OSError) as exc:
+        # What a user fixes outside the config (an unreachable cluster, an unreadable identity, a
+        # missing certificate, a port in use): one line, no traceback.
+        hint = f" (check every cluster with: jobmirror check-config {args.config})" if args.verb == "run" else ""
+        print(f"error: {one_line(exc)}{hint}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -2,13 +2,18 @@
 
 YAML keys are camelCase (``workerLostTimeout``), environment variables the snake_case
 field name (``JOBMIRROR_WORKER_LOST_TIMEOUT``; nested: ``JOBMIRROR_LEADER_ELECTION__ENABLED``).
-Every error names the offending field and file, so ``check-config`` output is actionable.
+:func:`load_config` is the one way a file becomes a :class:`Config` (``jobmirror run``,
+``check-config``, the plugin, the tests). It refuses what it cannot mean, one line per problem
+naming the source (the file, or the environment variable), the key as a path
+(``workers[0].qps``) and the fix.
 """
 
 from __future__ import annotations
 
-import contextvars
+import difflib
 import re
+import types
+import typing
 from collections.abc import Mapping
 from enum import StrEnum
 from math import ceil
@@ -17,31 +22,95 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    PlainSerializer,
     ValidationError,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WithJsonSchema,
+    WrapValidator,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_core import ErrorDetails
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from mirror.claim import ClaimRule
 from mirror.naming import BUILTIN_CONTROLLER_NAME, DEFAULT_CONTROLLER_NAME, default_origin
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_yaml_data: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("yaml_data")
+ENV_PREFIX = "JOBMIRROR_"
+REFERENCE = "docs/reference/configuration.md"
+#: How a rate (qps) says "no client-side limit": explicit, because a negative or zero number is
+#: far more often a slip than a wish (kruntime/ratelimit.py reads any rate <= 0 as no limit).
+UNLIMITED = "unlimited"
 
 
 class ConfigError(ValueError):
-    """The configuration is unusable; ``str()`` lists each bad field with the reason."""
+    """The configuration is unusable; ``str()`` is one line per problem: source, key path, what to do."""
+
+
+def _camel(name: str) -> str:
+    """The YAML spelling of a field: camelCase with TLS kept whole (``inspectTLS``, as Kubernetes writes it)."""
+    return re.sub(r"Tls(?=[A-Z]|$)", "TLS", to_camel(name))
+
+
+def _rate(value: Any, handler: ValidatorFunctionWrapHandler) -> float:
+    """A rate above 0, or ``unlimited`` (held as 0.0, which the token bucket reads as no limit)."""
+    if value == UNLIMITED:
+        return 0.0
+    try:
+        rate = float(handler(value))
+    except ValidationError:
+        rate = None
+    if rate is None or rate <= 0:
+        shown = f"{rate:g}" if rate is not None else repr(value)
+        raise ValueError(f"{shown} is not a rate; write requests per second above 0, or '{UNLIMITED}' to "
+                         "turn client throttling off")
+    return rate
+
+
+def _dump_rate(rate: float) -> float | str:
+    return UNLIMITED if rate <= 0 else rate
+
+
+#: Requests per second of a client: a number above 0, or ``unlimited``.
+Rate = Annotated[float, WrapValidator(_rate), PlainSerializer(_dump_rate),
+                 WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"const": UNLIMITED}]})]
+#: Requests a client may send at once above its rate: at least 1.
+Burst = Annotated[int, Field(ge=1)]
+
+_ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?)?:([0-9]{1,5})$")
+
+
+def _address(value: str) -> str:
+    """host:port or :port, or empty = off: refused here rather than when the server binds, after the
+    clusters were contacted."""
+    match = _ADDRESS.match(value)
+    if value and not (match and int(match[3]) <= 65535):
+        raise ValueError(f"{value!r} is not host:port; write e.g. ':8080' or '127.0.0.1:8080', or '' to turn "
+                         "it off")
+    return value
+
+
+#: A listen address: ``host:port``, ``:port`` (every interface), or empty for off; the schema's
+#: pattern lets an editor (or the chart's values schema) refuse what the loader would.
+Address = Annotated[str, AfterValidator(_address),
+                    WithJsonSchema({"type": "string", "pattern": f"^(|{_ADDRESS.pattern[1:-1]})$"})]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(alias_generator=_camel, populate_by_name=True, extra="forbid")
 
 
 class Worker(_Model):
@@ -53,8 +122,9 @@ class Worker(_Model):
     labels: dict[str, str] = Field(default_factory=dict, description="Labels a Job's "
                                    "`jobmirror.dev/worker-selector` annotation is matched against.")
     # High defaults: MultiKueue's 5/10 made 1000 Jobs take minutes.
-    qps: float = Field(200.0, description="Requests per second of the client to this worker.")
-    burst: int = Field(400, description="Burst of the client to this worker.")
+    qps: Rate = Field(200.0, description=f"Requests per second of the client to this worker (above 0, or "
+                      f"`{UNLIMITED}` for no client-side limit).")
+    burst: Burst = Field(400, description="Burst of the client to this worker (at least 1).")
 
     @field_validator("name")
     @classmethod
@@ -109,52 +179,11 @@ class LeaderElection(_Model):
         return self
 
 
-class _YamlSource(PydanticBaseSettingsSource):
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(_yaml_data.get({}))
-
-
-def _keyed_by_alias(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
-    """Rename field-name keys (``worker_lost_timeout``) to their camelCase alias, nested models too."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        f = model.model_fields.get(key)
-        if f is None:
-            out[key] = value
-            continue
-        sub = f.annotation
-        if isinstance(value, dict) and isinstance(sub, type) and issubclass(sub, BaseModel):
-            value = _keyed_by_alias(sub, value)
-        out[f.alias or key] = value
-    return out
-
-
-class _ByAlias(PydanticBaseSettingsSource):
-    """One source's values keyed like the YAML file, so sources merge field by field.
-
-    The environment source keys by field name and the file by alias; unmerged, one
-    field would arrive under both keys and ``extra="forbid"`` would reject the override.
-    """
-
-    def __init__(self, settings_cls: type[BaseSettings], inner: PydanticBaseSettingsSource) -> None:
-        super().__init__(settings_cls)
-        self._inner = inner
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return _keyed_by_alias(self.settings_cls, self._inner())
-
-
 class Config(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="JOBMIRROR_",
         env_nested_delimiter="__",
-        alias_generator=to_camel,
+        alias_generator=_camel,
         populate_by_name=True,
         extra="forbid",
     )
@@ -205,8 +234,9 @@ class Config(BaseSettings):
         default_factory=lambda: {"pod-security.kubernetes.io/enforce": "baseline"}, description=(
             "Labels of a created worker namespace where the manager namespace has none of that key: no "
             "unlabelled (privileged) namespace by default. `{}` restores the bare namespace."))
-    qps: float = Field(200.0, description="Requests per second of the client to the manager cluster.")
-    burst: int = Field(400, description="Burst of the client to the manager cluster.")
+    qps: Rate = Field(200.0, description=f"Requests per second of the client to the manager cluster (above 0, "
+                      f"or `{UNLIMITED}` for no client-side limit).")
+    burst: Burst = Field(400, description="Burst of the client to the manager cluster (at least 1).")
     request_timeout: float = Field(10.0, gt=0, description="Seconds any one API request may take.")
     health_probe_interval: float = Field(5.0, gt=0, description="Seconds between two `/readyz` probes of each "
                                          "worker.")
@@ -214,7 +244,8 @@ class Config(BaseSettings):
         "A worker call (or probe) slower than this makes the worker slow for a minute: new Jobs go elsewhere "
         "when they can, and its calls share a quarter of the reconcile slots with the other slow workers'."))
     workers_concurrency: int = Field(32, ge=1, description="Reconcile slots: manager Jobs reconciled at once.")
-    metrics_address: str = Field(":8080", description="host:port serving `/healthz`, `/readyz` and `/metrics`.")
+    metrics_address: Address = Field(":8080", description="host:port serving `/healthz`, `/readyz` and "
+                                     "`/metrics`; empty = off.")
     worker_events: bool = Field(True, description=(
         "Mirror the Warning events of copies and their pods onto the manager Jobs (needs events list/watch and "
         "pods get in the workers, see deploy/worker/)."))
@@ -225,7 +256,7 @@ class Config(BaseSettings):
         "RoomAware: seconds a Job waiting for room may hold the workers it waits for against Jobs created "
         "after it (first come, first placed), counted from when the first of the two began waiting; then "
         "it stops holding (a HeadOfLineHoldEnded event) and keeps waiting. 0: no Job holds a worker."))
-    inspect_address: str = Field("", description=(
+    inspect_address: Address = Field("", description=(
         "host:port of the read-only HTTPS inspect API behind `kubectl jobmirror describe/logs` for users "
         "without worker credentials (TokenReview, then a SubjectAccessReview on the Job); empty = off."))
     inspect_tls: InspectTLS | None = Field(None, description=(
@@ -249,21 +280,14 @@ class Config(BaseSettings):
             raise ValueError("must be a domain-prefixed path, e.g. jobmirror.dev/controller")
         return v
 
-    @field_validator("inspect_address")
-    @classmethod
-    def _address(cls, v: str) -> str:
-        _, sep, port = v.rpartition(":")
-        if v and not (sep and port.isdigit() and int(port) < 65536):
-            raise ValueError(f"{v!r} is not host:port (e.g. ':8081'; empty = off)")
-        return v
-
     @field_validator("origin")
     @classmethod
     def _origin_label(cls, v: str | None) -> str | None:
         if v is None:
             return v
         if not re.match(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", v) or len(v) > 63:
-            raise ValueError(f"{v!r} is not a valid label value")
+            raise ValueError(f"{v!r} is not a valid label value; write at most 63 letters, digits, '-', '_' or '.', "
+                             "beginning and ending with a letter or digit, or leave origin unset")
         return v
 
     @field_validator("leader_election")
@@ -299,8 +323,9 @@ class Config(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Environment beats the file; explicit keyword arguments beat both.
-        return tuple(_ByAlias(settings_cls, s) for s in (init_settings, env_settings, _YamlSource(settings_cls)))
+        # The values given, nothing else: load_config() adds the file and the environment itself,
+        # so that each error can name the one it came from.
+        return (init_settings,)
 
     def origin_for(self, manager_cluster: str) -> str:
         """The origin label value: the configured one, else derived from the manager's identity."""
@@ -314,32 +339,201 @@ class Config(BaseSettings):
         return next((w for w in self.workers if w.name == name), None)
 
 
-def _format_errors(path: Path, exc: ValidationError) -> str:
-    lines = [f"{path}: invalid configuration:"]
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        lines.append(f"  {loc}: {err['msg']}")
-    return "\n".join(lines)
+# -- loading ----------------------------------------------------------------------------------
+#
+# Not pydantic-settings' YamlConfigSettingsSource: it reads a missing file as an empty one (a
+# mistyped path then reads as "workers: required"), fails on a non-mapping top level with an
+# AttributeError, matches top-level keys case-insensitively but nested ones exactly (so
+# `InspectTLS:` passed at the top and failed one level down), and once its values are merged with
+# the environment's no error can say which of the two a bad value came from. So the file is read
+# here, the environment through pydantic-settings' own EnvSettingsSource, each checked key by key
+# in the YAML spelling, merged (the environment wins) and validated by Config.model_validate.
+
+Loc = tuple[str | int, ...]
+
+# What a value of the wrong type must be, by pydantic error type.
+_MUST_BE = {
+    "greater_than": "greater than {gt}", "greater_than_equal": "at least {ge}", "less_than": "less than {lt}",
+    "less_than_equal": "at most {le}", "float_parsing": "a number", "float_type": "a number",
+    "int_parsing": "a whole number", "int_type": "a whole number", "int_from_float": "a whole number",
+    "bool_parsing": "true or false", "bool_type": "true or false", "string_type": "a string",
+    "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
+    "model_attributes_type": "a mapping", "literal_error": "one of {expected}", "enum": "one of {expected}",
+    "path_type": "a path",
+}
+
+
+def key_path(loc: Loc) -> str:
+    """A location as it reads in the YAML: ``workers[0].qps``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _sub_model(annotation: Any) -> tuple[type[BaseModel], bool] | None:
+    """The model a field holds (``X``, ``X | None``, ``list[X]``) and whether it is a list of them."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (types.UnionType, typing.Union) and len(args) == 1:
+        annotation, args = args[0], list(typing.get_args(args[0]))
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    if typing.get_origin(annotation) is list and args and isinstance(args[0], type) \
+            and issubclass(args[0], BaseModel):
+        return args[0], True
+    return None
+
+
+def _unknown(key: str, known: list[str]) -> str:
+    """The unknown-key message, with the closest spelling at that level when there is one."""
+    close = [_camel(key)] if _camel(key) in known else difflib.get_close_matches(key, known, n=1)
+    return f"unknown key; did you mean {close[0]!r}?" if close else f"unknown key; the keys are listed in {REFERENCE}"
+
+
+def check_keys(model: type[BaseModel], data: dict[Any, Any], loc: Loc = ()) -> tuple[dict[str, Any], list[
+        tuple[Loc, str]]]:
+    """``data`` without the keys ``model`` lacks, and a problem for each of them.
+
+    Only the YAML spelling (camelCase) is a key: the model also takes field names for the code's
+    sake (``populate_by_name``), but a file must not have two spellings of one key.
+    """
+    fields = {f.alias or name: f for name, f in model.model_fields.items()}
+    clean: dict[str, Any] = {}
+    problems: list[tuple[Loc, str]] = []
+    for key, value in data.items():
+        field = fields.get(key) if isinstance(key, str) else None
+        if field is None:
+            problems.append(((*loc, str(key)), _unknown(str(key), list(fields))))
+            continue
+        sub = _sub_model(field.annotation)
+        if sub is not None and sub[1] and isinstance(value, list):
+            items: list[Any] = []
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    item, more = check_keys(sub[0], item, (*loc, key, i))
+                    problems += more
+                items.append(item)
+            value = items
+        elif sub is not None and not sub[1] and isinstance(value, dict):
+            value, more = check_keys(sub[0], value, (*loc, key))
+            problems += more
+        clean[key] = value
+    return clean, problems
+
+
+def _by_alias(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """Field-name keys (the environment's) renamed to their YAML spelling, nested models too."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None:
+            out[key] = value
+            continue
+        sub = _sub_model(field.annotation)
+        if sub is not None and not sub[1] and isinstance(value, dict):
+            value = _by_alias(sub[0], value)
+        out[field.alias or key] = value
+    return out
+
+
+def _environment() -> dict[str, Any]:
+    """The ``JOBMIRROR_*`` variables as a mapping keyed like the file (lists and maps are JSON)."""
+    try:
+        values = EnvSettingsSource(Config)()
+    except SettingsError as exc:
+        field = re.search(r'field "(\w+)"', str(exc))
+        var = ENV_PREFIX + (field[1].upper() if field else "*")
+        raise ConfigError(f"environment variable {var}: not valid JSON; a list or map is given as JSON, e.g. "
+                          f"{ENV_PREFIX}WORKERS='[{{\"name\": \"w1\", \"kubeconfig\": \"/k\"}}]'") from exc
+    return _by_alias(Config, values)
+
+
+def _merged(file: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
+    """``env`` over ``file``, mapping by mapping (one nested variable keeps the file's siblings)."""
+    out = dict(file)
+    for key, value in env.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = _merged(out[key], value) if both else value
+    return out
+
+
+def _source(loc: Loc, env: dict[str, Any], file: Path) -> str:
+    """Where the value at ``loc`` came from: the environment variable that set it, else the file."""
+    node: Any = env
+    model: type[BaseModel] | None = Config
+    names: list[str] = []
+    for part in loc:
+        if model is None or not isinstance(node, dict) or part not in node:
+            return str(file)
+        names.append(next((n for n, f in model.model_fields.items() if f.alias == part), str(part)))
+        node = node[part]
+        if not isinstance(node, dict):  # a value, or a list given as JSON: one variable set it
+            return f"environment variable {ENV_PREFIX}{'__'.join(names).upper()}"
+        sub = _sub_model(model.model_fields[names[-1]].annotation) if names[-1] in model.model_fields else None
+        model = sub[0] if sub is not None and not sub[1] else None
+    if not names:
+        return str(file)
+    return f"{file} with environment variables {ENV_PREFIX}{'__'.join(names).upper()}__*"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def problem(err: ErrorDetails) -> str:
+    """What is wrong with a value and what to write instead, in the file's terms."""
+    kind, ctx = err["type"], err.get("ctx") or {}
+    if kind == "missing":
+        return f"required but missing; add it (see {REFERENCE})"
+    if kind in ("value_error", "assertion_error"):
+        return str(ctx.get("error") or err["msg"])
+    must = _MUST_BE.get(kind)
+    if must is not None:
+        bounds = {k: f"{v:g}" if isinstance(v, float) else v for k, v in ctx.items()}
+        return f"must be {must.format(**bounds)}, got {_shown(err['input'])}"
+    return f"{err['msg'][:1].lower()}{err['msg'][1:]}, got {_shown(err['input'])}"
+
+
+def read_config_file(path: Path) -> dict[Any, Any]:
+    """The file's top-level mapping; a :class:`ConfigError` naming the file (and line) if there is none."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise ConfigError(f"{path}: {where}not valid YAML: {exc.problem or exc.context}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of keys, got {type(raw).__name__}")
+    return raw
 
 
 def load_config(path: str | Path) -> Config:
-    """Read, validate and resolve a config file (relative kubeconfig paths are file-relative)."""
+    """Read, check and validate a config file with the environment over it; relative kubeconfig
+    paths are resolved against the file. Raises :class:`ConfigError` listing every problem."""
     p = Path(path)
+    env = _environment()
+    file_values, file_problems = check_keys(Config, read_config_file(p))
+    env_values, env_problems = check_keys(Config, env)
+    lines = [f"{p}: {key_path(loc)}: {msg}" for loc, msg in file_problems]
+    lines += [f"{_source(loc, env, p)}: {key_path(loc)}: {msg}" for loc, msg in env_problems]
+    cfg: Config | None = None
     try:
-        raw = yaml.safe_load(p.read_text()) or {}
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{p}: top level must be a mapping, got {type(raw).__name__}")
-    token = _yaml_data.set(raw)
-    try:
-        cfg = Config()  # type: ignore[call-arg]
+        cfg = Config.model_validate(_merged(file_values, env_values))
     except ValidationError as exc:
-        raise ConfigError(_format_errors(p, exc)) from exc
-    finally:
-        _yaml_data.reset(token)
+        lines += [f"{_source(e['loc'], env, p)}: {key_path(e['loc'])}: {problem(e)}" for e in exc.errors()]
+    if lines or cfg is None:
+        raise ConfigError("\n".join(lines))
     base = p.resolve().parent
     for w in cfg.workers:
         if not w.kubeconfig.is_absolute():

@@ -71,10 +71,10 @@ def _pointing_at(kubeconfig: Path, server: str, dest: Path) -> Path:
 
 BAD_CONFIGS: dict[str, tuple[dict[str, Any], str]] = {
     # case: (override of a valid config, what stderr must name)
-    "negative-timeout": ({"workerLostTimeout": -5}, r"workerLostTimeout: Input should be greater than 0"),
-    "typo-key": ({"workerLostTimout": 5}, r"workerLostTimout: Extra inputs are not permitted"),
+    "negative-timeout": ({"workerLostTimeout": -5}, r"workerLostTimeout: must be greater than 0, got -5"),
+    "typo-key": ({"workerLostTimout": 5}, r"workerLostTimout: unknown key; did you mean 'workerLostTimeout'\?"),
     "bad-worker-name": ({"workers": [{"name": "Worker_1", "kubeconfig": "w.kubeconfig"}]},
-                        r"workers\.0\.name: .*'Worker_1' is not a DNS label"),
+                        r"workers\[0\]\.name: .*'Worker_1' is not a DNS label"),
     "leader-timings": ({"leaderElection": {"enabled": True, "leaseDuration": 5, "renewDeadline": 10}},
                        r"leaderElection: .*leaseDuration must be greater than renewDeadline"),
     "not-yaml": ({}, r"not valid YAML"),

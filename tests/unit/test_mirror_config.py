@@ -155,8 +155,9 @@ def test_bad_env_value_is_a_config_error_naming_the_field(tmp_path: Path, monkey
     p = write(tmp_path, FILE_WITH_VALUES)
     with pytest.raises(ConfigError) as err:
         load_config(p)
-    assert str(p) in str(err.value)
-    assert "resyncPeriod" in str(err.value)
+    # Blamed on the variable that set it, not on the file.
+    assert str(err.value) == ("environment variable JOBMIRROR_RESYNC_PERIOD: resyncPeriod: must be greater than 0, "
+                              "got '-1'")
 
 
 # -- bad inputs ---------------------------------------------------------------------------
@@ -167,15 +168,15 @@ W = "workers:\n  - {name: worker-1, kubeconfig: /k/w1}\n"
 @pytest.mark.parametrize(
     ("text", "fragments"),
     [
-        ("origin: jobmirror\n", ["workers", "Field required"]),
+        ("origin: jobmirror\n", ["workers", "required but missing"]),
         ("workers: []\n", ["workers", "at least one worker"]),
         ("workers:\n  - {name: w, kubeconfig: /a}\n  - {name: w, kubeconfig: /b}\n",
          ["workers", "duplicate worker names: w"]),
-        ("workers:\n  - {name: Worker_1, kubeconfig: /a}\n", ["workers.0.name", "Worker_1", "DNS label"]),
+        ("workers:\n  - {name: Worker_1, kubeconfig: /a}\n", ["workers[0].name", "Worker_1", "DNS label"]),
         ("workers:\n  - {name: ok, kubeconfig: /a}\n  - {name: " + "x" * 64 + ", kubeconfig: /b}\n",
-         ["workers.1.name", "DNS label"]),
-        ("workers:\n  - {name: w}\n", ["workers.0.kubeconfig", "Field required"]),
-        ("workers:\n  - {name: w, kubeconfig: /a, colour: red}\n", ["workers.0.colour", "Extra inputs"]),
+         ["workers[1].name", "DNS label"]),
+        ("workers:\n  - {name: w}\n", ["workers[0].kubeconfig", "required but missing"]),
+        ("workers:\n  - {name: w, kubeconfig: /a, colour: red}\n", ["workers[0].colour", "unknown key"]),
         (W + "resyncPeriod: -5\n", ["resyncPeriod", "greater than 0"]),
         (W + "resyncPeriod: 0\n", ["resyncPeriod", "greater than 0"]),
         (W + "workerLostTimeout: soon\n", ["workerLostTimeout"]),
@@ -183,7 +184,7 @@ W = "workers:\n  - {name: worker-1, kubeconfig: /k/w1}\n"
         (W + "unschedulableTimeout: 0\n", ["unschedulableTimeout", "greater than 0"]),
         (W + "inspectAddress: localhost\n", ["inspectAddress", "host:port"]),
         (W + "inspectAddress: ':http'\n", ["inspectAddress", "host:port"]),
-        (W + "bogusKey: 1\n", ["bogusKey", "Extra inputs"]),
+        (W + "bogusKey: 1\n", ["bogusKey", "unknown key"]),
         (W + "placement: Random\n", ["placement", "LeastLoaded", "RoundRobin"]),
         (W + "missingNamespace: Ignore\n", ["missingNamespace", "Create", "Report"]),
         (W + "controllerName: kubernetes.io/job-controller\n", ["controllerName", "reserved"]),
@@ -199,12 +200,12 @@ W = "workers:\n  - {name: worker-1, kubeconfig: /k/w1}\n"
           "raise leaseDuration to 20"]),
         (W + "requestTimeout: 30\nleaderElection: {enabled: true}\n",
          ["leaderElection", "requestTimeout (30s)", "raise leaseDuration to 40"]),
-        (W + "leaderElection: {enabled: true, leaseSeconds: 3}\n", ["leaderElection.leaseSeconds", "Extra inputs"]),
+        (W + "leaderElection: {enabled: true, leaseSeconds: 3}\n", ["leaderElection.leaseSeconds", "unknown key"]),
         ("workers: [\n  - {name: a\n", ["not valid YAML", "line 2"]),
         ("workers:\n\t- name: a\n", ["not valid YAML"]),
         ("- worker-1\n- worker-2\n", ["top level must be a mapping", "list"]),
         ("just a string\n", ["top level must be a mapping", "str"]),
-        ("", ["workers", "Field required"]),
+        ("", ["workers", "required but missing"]),
     ],
     ids=["missing-workers", "empty-workers", "duplicate-workers", "bad-worker-name", "long-worker-name",
          "worker-without-kubeconfig", "unknown-worker-key", "negative-resync", "zero-resync",
@@ -230,7 +231,8 @@ def test_every_bad_field_is_listed_at_once(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(p)
     for field in ("resyncPeriod", "bogusKey", "controllerName"):
-        assert f"  {field}:" in str(err.value)
+        assert f": {field}:" in str(err.value)
+    assert all(line.startswith(f"{p}: ") for line in str(err.value).splitlines())
 
 
 @pytest.mark.parametrize("kind", ["missing", "directory"])
