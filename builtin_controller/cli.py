@@ -12,6 +12,7 @@ import asyncio
 import logging
 import sys
 
+from builtin_controller import metrics
 from builtin_controller.controller import JobController
 from kruntime.client import ClusterClient, KubeconfigError
 from kruntime.helpformat import DefaultsHelpFormatter
@@ -78,7 +79,7 @@ async def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     setup_logging_from(args)
-    sys.exit(run_controller(run(args)))
+    sys.exit(run_controller(run(args), loop_lag=metrics.EVENT_LOOP_LAG))
 
 
 if __name__ == "__main__":

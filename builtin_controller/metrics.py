@@ -10,6 +10,7 @@ from prometheus_client import Counter, Histogram
 
 from builtin_controller import api
 from jobapi.intervals import count
+from kruntime.metrics import event_loop_lag
 from kruntime.resources import Obj
 
 SYNC_DURATION = Histogram(
@@ -41,6 +42,8 @@ PODS_CREATION = Counter("job_controller_job_pods_creation",
 #: stale-cache guard, which every release's semantics use (DEVIATIONS.md, item 2).
 STALE_SYNC_SKIPS = Counter("job_controller_stale_sync_skips",
                            "Total number of Job syncs skipped due to a stale watch cache.", ["group", "resource"])
+#: ours, not upstream's (kube-controller-manager has none), under the same prefix
+EVENT_LOOP_LAG = event_loop_lag("job_controller")
 
 # Sync action label values.
 ACTION_RECONCILING = "reconciling"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
 API_REQUESTS = Counter(
     "jobmirror_runtime_api_requests_total", "API requests sent, by cluster, verb and HTTP code",
@@ -22,3 +22,16 @@ CREDENTIAL_RENEWALS = Counter(
     "jobmirror_runtime_credential_renewals_total", "Exec-plugin tokens renewed after the API server refused one (401)",
     ["cluster", "result"],
 )
+
+
+#: Loop lag buckets: a healthy loop wakes within a millisecond or two; 100 ms is a tenant's object
+#: costing too much (issue 32), seconds is the loop starved (the Lease and /healthz share it).
+LOOP_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+def event_loop_lag(prefix: str) -> Histogram:
+    """The event-loop lag histogram of one controller, named with its metrics' prefix (each process
+    registers only its own; the measurement is kruntime.lifecycle.watch_loop_lag)."""
+    return Histogram(f"{prefix}_event_loop_lag_seconds", "How late the event loop ran a timer that was due: a "
+                     "sleep of a fixed interval, the time past it when it woke (kruntime/lifecycle.py); every "
+                     "watch event, reconcile, Lease renewal and probe waits that long", buckets=LOOP_LAG_BUCKETS)

@@ -20,7 +20,7 @@ from kruntime.lifecycle import (
     setup_logging_from,
 )
 from kruntime.resources import JOBS
-from mirror import __version__
+from mirror import __version__, metrics
 from mirror.config import Config, ConfigError, cluster_conflicts, load_config
 from mirror.identity import selector
 from mirror.inspect import plugin
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None, prog: str = "jobmirror") -> int:
             for prob in problems:
                 print(f"error: {prob}", file=sys.stderr)
             return 1 if problems else 0
-        return run_controller(_run(cfg))
+        return run_controller(_run(cfg), loop_lag=metrics.EVENT_LOOP_LAG)
     except (KubeconfigError, ConfigError, plugin.UsageError, NotPlaced) as exc:
         for line in str(exc).splitlines():  # a ConfigError: one line per problem
             print(f"error: {line}", file=sys.stderr)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from kruntime.metrics import event_loop_lag
+
 LEADER = Gauge("jobmirror_leader", "1 while this process reconciles (holds the leader Lease, or runs without "
                "election); 0 for a standby")
 DISPATCHES = Counter("jobmirror_dispatches_total", "Remote copies created", ["worker"])
@@ -77,3 +79,4 @@ JOBS_WAITING_FOR_ROOM = Gauge("jobmirror_jobs_waiting_for_room", "Jobs kept in t
                               "could run them has room now, or an older waiting Job holds it (placement RoomAware)")
 REPLACEMENTS = Counter("jobmirror_replacements_total", "Copies deleted from a worker that could not schedule their "
                        "pods (none had started) and placed again elsewhere", ["worker"])
+EVENT_LOOP_LAG = event_loop_lag("jobmirror")
