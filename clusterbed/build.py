@@ -367,6 +367,23 @@ def _build_kueue_locked(kueue_version: str, dest: Path) -> None:
     _install(work, dest, ("kueue",))
 
 
+def jobset_source(jobset_version: str = versions.JOBSET_VERSION) -> Path:
+    """The read-only module-cache directory of JobSet (its CRD and webhook manifests are read from here)."""
+    versions.cache_root().mkdir(parents=True, exist_ok=True)
+    out = subprocess.run(["go", "mod", "download", "-json", f"sigs.k8s.io/jobset@v{jobset_version}"],
+                         check=False, capture_output=True, text=True, env=_go_env(), cwd=versions.cache_root())
+    if out.returncode != 0:
+        raise BuildError(f"go mod download sigs.k8s.io/jobset@v{jobset_version} failed:\n{out.stdout}{out.stderr}")
+    return Path(json.loads(out.stdout)["Dir"])
+
+
+def build_jobset(jobset_version: str = versions.JOBSET_VERSION) -> Path:
+    """JobSet's controller manager (the module's root package), version-stamped, into
+    ``<cache>/bin/jobset-<version>/jobset``; its go.mod has no replace, so a scratch module builds it."""
+    ldflags = f"-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=v{jobset_version}"
+    return build_go_tool("jobset", "sigs.k8s.io/jobset", jobset_version, "sigs.k8s.io/jobset", ldflags=ldflags)
+
+
 def ensure_binaries(kube_version: str = versions.KUBE_VERSION, *,
                     commands: tuple[str, ...] = KUBE_COMMANDS) -> Binaries:
     """Build (or reuse) everything one cluster of ``kube_version`` needs.
@@ -401,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="Kubernetes version(s) to build in full (default: the pinned one)")
     parser.add_argument("--kueue", action="store_true",
                         help=f"also build Kueue v{versions.KUEUE_VERSION} (for `bench compare`)")
+    parser.add_argument("--jobset", action="store_true",
+                        help=f"also build JobSet v{versions.JOBSET_VERSION} (its controller, for the JobSet tests)")
     parser.add_argument("--test-versions", action="store_true",
                         help="also build what `make test` runs besides the default: the commands the matrix "
                              f"corners {', '.join(versions.CORNER_KUBE_VERSIONS)} start")
@@ -426,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"ready: Prometheus Operator CRDs in {prometheus_operator_crds()}")
         if args.kueue:
             _log(f"ready: Kueue in {build_kueue()}")
+        if args.jobset:
+            _log(f"ready: JobSet in {build_jobset()}")
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -50,6 +50,10 @@ PROMETHEUS_OPERATOR_VERSION = "0.85.0"
 #: Kueue (MultiKueue) run beside jobmirror by ``bench compare``; the module proxy here serves
 #: v0.19.2 only (newer tags answer 403). Built from its Go module, never committed.
 KUEUE_VERSION = "0.19.2"
+#: JobSet (``jobset.x-k8s.io/v1alpha2``), the second kind jobmirror mirrors: its controller runs in
+#: the bed's manager and workers (clusterbed/jobset.py). v0.12.0 is the newest the module proxy here
+#: serves; built from its Go module (about 14 min cold on 2 busy cores), never committed.
+JOBSET_VERSION = "0.12.0"
 
 
 def cache_root() -> Path:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from math import ceil
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -249,6 +249,9 @@ class Config(BaseSettings):
     worker_events: bool = Field(True, description=(
         "Mirror the Warning events of copies and their pods onto the manager Jobs (needs events list/watch and "
         "pods get in the workers, see deploy/worker/)."))
+    kinds: list[Literal["Job", "JobSet"]] = Field(["Job"], min_length=1, description=(
+        "The kinds mirrored: `Job` (batch/v1) and `JobSet` (jobset.x-k8s.io/v1alpha2: the manager must serve "
+        "its CRD, every worker run JobSet, and the RBAC must grant jobsets)."))
     unschedulable_timeout: float = Field(300.0, gt=0, description=(
         "Seconds a copy's pod may stay unschedulable before a CopyUnschedulable event (and, with RoomAware, "
         "an unpinned copy that never started is moved)."))

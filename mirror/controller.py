@@ -27,6 +27,7 @@ from mirror.identity import labels_of_copy, manager_key_of
 from mirror.inspect import tls as inspect_tls
 from mirror.inspect.api import InspectApi
 from mirror.jobs.kind import JOB_KIND
+from mirror.jobsets.kind import JOBSET_KIND
 from mirror.kinds import MirroredKind, QueueKey
 from mirror.naming import FIELD_MANAGER, FINALIZER
 from mirror.placement import policy_for
@@ -38,7 +39,10 @@ from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
 
-#: The kinds mirrored: add a :class:`mirror.kinds.MirroredKind` here (and its RBAC) to mirror another.
+#: Every kind the mirror knows, by name: the config's ``kinds`` picks those mirrored. Add a
+#: :class:`mirror.kinds.MirroredKind` here (and its RBAC) to mirror another.
+KNOWN_KINDS: dict[str, MirroredKind] = {kind.name: kind for kind in (JOB_KIND, JOBSET_KIND)}
+#: What the config mirrors by default.
 KINDS: tuple[MirroredKind, ...] = (JOB_KIND,)
 
 
@@ -52,8 +56,10 @@ async def _worker_identity(client: ClusterClient) -> str | IdentityUnavailable:
 
 
 class MirrorController:
-    def __init__(self, cfg: Config, kinds: Sequence[MirroredKind] = KINDS) -> None:
+    def __init__(self, cfg: Config, kinds: Sequence[MirroredKind] | None = None) -> None:
         self.cfg = cfg
+        if kinds is None:
+            kinds = [KNOWN_KINDS[name] for name in cfg.kinds]
         #: which manager objects are ours (built once: it is asked for every manager watch event)
         self.claim = cfg.claim_rule
         self.kinds = {kind.name: kind for kind in kinds}

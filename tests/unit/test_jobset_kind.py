@@ -334,3 +334,31 @@ def test_any_worker_history_keeps_jobsets_invariants(history: list[Obj], suspend
         manager = {**manager, "status": after}
 
 
+
+
+# --------------------------------------------------------------------------- the switch
+
+
+@pytest.mark.parametrize(
+    ("kinds", "mirrored"),
+    [(None, ["Job"]), (["JobSet"], ["JobSet"]), (["Job", "JobSet"], ["Job", "JobSet"])],
+    ids=["default", "jobset-only", "both"],
+)
+def test_jobsets_are_mirrored_only_when_the_config_says_so(kinds: list[str] | None, mirrored: list[str]) -> None:
+    from mirror.config import Config
+    from mirror.controller import MirrorController
+
+    raw: Obj = {"workers": [{"name": "w1", "kubeconfig": "/k"}]}
+    if kinds is not None:
+        raw["kinds"] = kinds
+    assert list(MirrorController(Config.model_validate(raw)).kinds) == mirrored
+
+
+@pytest.mark.parametrize("kinds", [[], ["Pod"]], ids=["none", "unknown"])
+def test_the_kinds_switch_refuses_what_cannot_be_mirrored(kinds: list[str]) -> None:
+    from pydantic import ValidationError
+
+    from mirror.config import Config
+
+    with pytest.raises(ValidationError):
+        Config.model_validate({"workers": [{"name": "w1", "kubeconfig": "/k"}], "kinds": kinds})
