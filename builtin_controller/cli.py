@@ -79,7 +79,12 @@ async def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     setup_logging_from(args)
-    sys.exit(run_controller(run(args), loop_lag=metrics.EVENT_LOOP_LAG))
+    try:
+        code = run_controller(run(args), loop_lag=metrics.EVENT_LOOP_LAG)
+    except OSError as exc:  # a metrics port in use, an unreadable file: one line, no traceback
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        code = 1
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import types
 import typing
 from collections.abc import Mapping
 from enum import StrEnum
-from math import ceil
+from math import ceil, inf
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -73,7 +73,7 @@ def _rate(value: Any, handler: ValidatorFunctionWrapHandler) -> float:
         rate = float(handler(value))
     except ValidationError:
         rate = None
-    if rate is None or rate <= 0:
+    if rate is None or not 0 < rate < inf:  # inf and nan too: the token bucket would compute nan
         shown = f"{rate:g}" if rate is not None else repr(value)
         raise ValueError(f"{shown} is not a rate; write requests per second above 0, or '{UNLIMITED}' to "
                          "turn client throttling off")

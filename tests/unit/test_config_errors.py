@@ -7,6 +7,7 @@ from __future__ import annotations
 import enum
 import functools
 import os
+import socket
 import typing
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ BAD: dict[str, tuple[str, str]] = {
     "zero-qps": (W + "qps: 0\n", f"config.yaml: qps: 0 {RATE}"),
     "worker-qps": ("workers:\n  - {name: w1, kubeconfig: /k, qps: -5}\n", f"config.yaml: workers[0].qps: -5 {RATE}"),
     "qps-word": (W + "qps: fast\n", f"config.yaml: qps: 'fast' {RATE}"),
+    "infinite-qps": (W + "qps: .inf\n", f"config.yaml: qps: inf {RATE}"),
+    "nan-qps": (W + "qps: .nan\n", f"config.yaml: qps: nan {RATE}"),
     "negative-burst": (W + "burst: -1\n", "config.yaml: burst: must be at least 1, got -1"),
     "worker-burst": ("workers:\n  - {name: w1, kubeconfig: /k, burst: 0}\n",
                      "config.yaml: workers[0].burst: must be at least 1, got 0"),
@@ -282,3 +285,19 @@ def test_a_bad_config_is_one_error_line_per_problem(capsys: pytest.CaptureFixtur
 def test_check_config_says_the_origin_it_would_use(configured: str | None, manager: str | None,
                                                    expected: str) -> None:
     assert cli.origin_line(configured, manager) == expected
+
+
+def test_builtin_with_its_metrics_port_taken_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    from builtin_controller import cli as builtin_cli
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        with pytest.raises(SystemExit) as ended:
+            builtin_cli.main(["--kubeconfig", str(_unreachable_kubeconfig()), "--metrics-address", address])
+    assert ended.value.code == 1
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "address already in use" in errors[0], err
+    assert "Traceback" not in err
