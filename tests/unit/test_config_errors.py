@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from kruntime import identity as kidentity
+from kruntime.client import ApiError
 from mirror import cli, docs
 from mirror.config import UNLIMITED, Config, ConfigError, load_config
 
@@ -301,3 +302,58 @@ def test_builtin_with_its_metrics_port_taken_is_one_line_and_exit_1(capsys: pyte
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "address already in use" in errors[0], err
     assert "Traceback" not in err
+
+
+class _Cluster:
+    """A stand-in for a ClusterClient: /version, the kube-system namespace (its UID, or a 403), no copies."""
+
+    def __init__(self, name: str, uid: str | None) -> None:
+        self.name, self.uid, self.host = name, uid, f"https://{name}.example:6443"
+
+    async def request(self, method: str, path: str) -> dict[str, Any]:
+        return {"gitVersion": "v1.33.5"}
+
+    async def get(self, resource: Any, namespace: str | None, name: str) -> dict[str, Any]:
+        if self.uid is None:
+            raise ApiError(403, "Forbidden", "namespaces \"kube-system\" is forbidden", cluster=self.name)
+        return {"metadata": {"uid": self.uid}}
+
+    async def list(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return {"items": []}
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("origin", "uids", "stdout", "rc"),
+    [
+        ("", {"manager": "m-uid", "w1": "w-uid"},
+         ["  manager      ok  v1.33.5  https://manager.example:6443  identity m-uid",
+          "  w1           ok  v1.33.5  https://w1.example:6443  identity w-uid",
+          "  origin       jobmirror-m-uid (the default: jobmirror-<manager cluster identity>)"], 0),
+        ("origin: team-a\n", {"manager": "m-uid", "w1": "w-uid"},
+         ["  origin       team-a (set in the config)"], 0),
+        ("", {"manager": None, "w1": "w-uid"},
+         ["  manager      ok  v1.33.5  https://manager.example:6443  identity unreadable",
+          "  origin       unknown: the default is derived from the manager cluster's identity, which could not be "
+          "read"], 1),
+    ],
+    ids=["default-origin", "configured-origin", "manager-identity-unreadable"],
+)
+def test_check_config_prints_each_identity_and_the_origin(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str], origin: str,
+                                                          uids: dict[str, str | None], stdout: list[str],
+                                                          rc: int) -> None:
+    async def kubeconfig(path: Any, context: Any = None) -> str:
+        return Path(path).stem
+
+    monkeypatch.setattr(cli, "load_kubeconfig", kubeconfig)
+    monkeypatch.setattr(cli.ClusterClient, "from_configuration",
+                        staticmethod(lambda name, kc, **kw: _Cluster(name, uids[name])))
+    Path("config.yaml").write_text(origin + "managerKubeconfig: /k/manager\n" + W)  # kubeconfig stems name the clusters
+    assert cli.main(["check-config", "config.yaml"]) == rc
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "config.yaml: configuration valid (1 workers); checking clusters:"
+    for line in stdout:
+        assert line in out, "\n".join(out)
