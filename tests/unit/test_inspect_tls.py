@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from mirror.config import Config
+from mirror.config import ConfigError, load_config
 from mirror.inspect import tls as inspect_tls
 from mirror.inspect.plugin import UsageError, direct_url_ssl
 
@@ -60,8 +60,12 @@ def test_direct_url_refuses_clear_or_unverified(url: str, needle: str) -> None:
 
 
 def test_config_inspect_tls_needs_both_files(tmp_path: Path) -> None:
-    base = {"workers": [{"name": "w", "kubeconfig": str(tmp_path / "kc")}], "inspectAddress": ":8081"}
-    cfg = Config.model_validate({**base, "inspectTLS": {"certFile": "/c", "keyFile": "/k"}})
+    """Through the CLI's own loader: the key as the docs and the sample spell it, ``inspectTLS``."""
+    path = tmp_path / "config.yaml"
+    base = "workers: [{name: w, kubeconfig: /kc}]\ninspectAddress: ':8081'\n"
+    path.write_text(base + "inspectTLS: {certFile: /c, keyFile: /k}\n")
+    cfg = load_config(path)
     assert cfg.inspect_tls is not None and cfg.inspect_tls.key_file == Path("/k")
-    with pytest.raises(ValueError, match="keyFile"):
-        Config.model_validate({**base, "inspectTLS": {"certFile": "/c"}})
+    path.write_text(base + "inspectTLS: {certFile: /c}\n")
+    with pytest.raises(ConfigError, match=r"inspectTLS\.keyFile: required but missing"):
+        load_config(path)
