@@ -36,6 +36,13 @@ class CopyPods(Protocol):
         ...
 
 
+class PodDemand(NamedTuple):
+    """Pods made from one template: how many of them a manager object runs at once at most."""
+
+    template: Obj  # a pod template (``spec.template`` of a Job)
+    pods: int
+
+
 class MirroredKind(Protocol):
     """One kind of manager object mirrored into workers as a copy of the same kind."""
 
@@ -93,6 +100,10 @@ class MirroredKind(Protocol):
 
     def is_finished(self, obj: Obj) -> bool:
         """Terminal: its copy is no longer needed (manager) / no longer counts as load (copy)."""
+        ...
+
+    def pod_demand(self, obj: Obj) -> list[PodDemand]:
+        """Its pods by template, for room-aware placement (empty: room not judged for it)."""
         ...
 
     def is_suspended(self, obj: Obj) -> bool:

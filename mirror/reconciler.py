@@ -106,7 +106,7 @@ from mirror.placement import (
 from mirror.plan import MAX_ACTIONS, Action, Do, Found, Group, next_action
 from mirror.propagation import StatusLag
 from mirror.room.fit import WorkerFit
-from mirror.room.requests import PodShape, pods_wanted, shape_of_template
+from mirror.room.requests import PodShape, shape_of_template
 from mirror.room.view import RoomView
 from mirror.worker_calls import WorkerCalls
 from mirror.workers import WorkerBusy, WorkerCluster
@@ -496,16 +496,19 @@ class Reconciler:
         why = explain(self.cfg.placement.value, views, chosen, pin)
         return Choice(chosen, why + (f"; room on {chosen}: {fits[chosen].why}" if chosen in fits else ""), pod, want)
 
-    @staticmethod
-    def _pod_shape(job: Obj) -> tuple[PodShape | None, int]:
-        """The Job's pod as the room fit reads it and ``min(parallelism, completions)``; no shape
-        for a quantity the API server would not have accepted (room unknown)."""
-        spec = job.get("spec") or {}
+    def _pod_shape(self, job: Obj) -> tuple[PodShape | None, int]:
+        """The object's pod as the room fit reads it and how many run at once (the kind's demand); no
+        shape (room unknown) for a quantity the API server would not have accepted, nor for pods of
+        several shapes (a JobSet's replicatedJobs may differ; the fit judges one shape)."""
+        demand = self.kind.pod_demand(job)
         try:
-            return shape_of_template(spec.get("template") or {}), pods_wanted(spec)
+            shapes = [shape_of_template(d.template) for d in demand]
         except ValueError as exc:
             log.warning("%s/%s: room not judged: %s", job["metadata"]["namespace"], job["metadata"]["name"], exc)
             return None, 0
+        if not shapes or any(s != shapes[0] for s in shapes[1:]):
+            return None, 0
+        return shapes[0], max(1, sum(d.pods for d in demand))
 
     def _fits(self, shape: PodShape, want: int, views: Sequence[WorkerView]) -> dict[str, WorkerFit]:
         """How one pod of ``shape`` fits each healthy worker whose room is known (synced, with nodes)."""

@@ -13,7 +13,8 @@ from jobapi import conditions as jc
 from kruntime.resources import JOBS, Obj, Resource
 from mirror.jobs import remote_copy, status_translation
 from mirror.jobs.pods import JOB_PODS
-from mirror.kinds import CopyPods
+from mirror.kinds import CopyPods, PodDemand
+from mirror.room.requests import pods_wanted
 
 
 class JobKind:
@@ -56,6 +57,10 @@ class JobKind:
 
     def is_finished(self, obj: Obj) -> bool:
         return jc.is_finished(obj)
+
+    def pod_demand(self, obj: Obj) -> list[PodDemand]:
+        spec = obj.get("spec") or {}
+        return [PodDemand(spec.get("template") or {}, pods_wanted(spec))]
 
     def is_suspended(self, obj: Obj) -> bool:
         return bool((obj.get("spec") or {}).get("suspend"))

@@ -13,7 +13,7 @@ from kruntime.resources import Obj, Resource
 from mirror.jobs.remote_copy import dropped_fields
 from mirror.jobsets import remote_copy, status_translation
 from mirror.jobsets.pods import JOBSET_PODS
-from mirror.kinds import CopyPods
+from mirror.kinds import CopyPods, PodDemand
 
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 
@@ -67,9 +67,12 @@ class JobSetKind:
             return ended
         return status_translation.SUSPENDED if self.is_suspended(obj) else None
 
+    def pod_demand(self, obj: Obj) -> list[PodDemand]:
+        return [PodDemand(template, count) for template, count in remote_copy.pod_demand(obj)]
+
     def pods_wanted(self, obj: Obj) -> int:
-        """Pods it runs at once at most, for room-aware placement."""
-        return remote_copy.pods_wanted(obj)
+        """Pods it runs at once at most (at least one)."""
+        return max(1, sum(d.pods for d in self.pod_demand(obj)))
 
 
 JOBSET_KIND = JobSetKind()

@@ -103,16 +103,16 @@ def spec_patch(manager: Obj, remote: Obj) -> Obj | None:
     return out or None
 
 
-def pods_wanted(jobset: Obj) -> int:
-    """How many pods the JobSet runs at once at most: the sum over its replicatedJobs of
-    ``replicas`` times the Job template's ``parallelism`` (both default to 1), at least one."""
-    total = 0
+def pod_demand(jobset: Obj) -> list[tuple[Obj, int]]:
+    """Each replicatedJob's pod template and how many of its pods run at once at most: ``replicas``
+    times the Job template's ``parallelism`` (both default to 1)."""
+    out = []
     for rjob in (jobset.get("spec") or {}).get("replicatedJobs") or []:
         if not isinstance(rjob, dict):
             continue
         job_spec = (rjob.get("template") or {}).get("spec") or {}
-        total += _count(rjob.get("replicas")) * _count(job_spec.get("parallelism"))
-    return max(1, total)
+        out.append((job_spec.get("template") or {}, _count(rjob.get("replicas")) * _count(job_spec.get("parallelism"))))
+    return out
 
 
 def _count(value: object) -> int:

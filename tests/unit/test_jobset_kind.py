@@ -13,18 +13,22 @@ from hypothesis import strategies as st
 
 from kruntime.resources import Obj
 from mirror.claim import ClaimRule
+from mirror.config import Config
 from mirror.decisions import CopyPlan, Placement, Step, decide, placement_of, plan_copy, status_to_write
 from mirror.identity import is_copy_of, manager_key_of
+from mirror.jobs.kind import JOB_KIND
 from mirror.jobsets.kind import JOBSET_KIND
 from mirror.jobsets.pods import JOBSET_UID_LABEL, jobset_name_candidates
 from mirror.jobsets.status_translation import MIRRORED_REASON, desired_manager_status, status_differs
 from mirror.kinds import MirroredKind
+from mirror.reconciler import Reconciler
 
 NOW = datetime(2026, 11, 26, 16, tzinfo=UTC)
 T0 = "2026-11-26T15:00:00Z"
 ORIGIN = "mgr"
 CONTROLLER = "jobmirror.dev/controller"
 KIND: MirroredKind = JOBSET_KIND
+TEMPLATE: Obj = {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
 
 
 def rjob(name: str, replicas: int | None = 1, parallelism: int | None = 1) -> Obj:
@@ -133,6 +137,29 @@ def test_pod_demand_is_replicas_times_parallelism_summed(rjobs: list[Obj], want:
     manager = jobset()
     manager["spec"]["replicatedJobs"] = rjobs
     assert JOBSET_KIND.pods_wanted(manager) == want
+
+
+@pytest.mark.parametrize(
+    ("kind", "obj", "want"),
+    [
+        (JOBSET_KIND, jobset(), 7),
+        (JOB_KIND, {"metadata": {}, "spec": {"parallelism": 3, "completions": 2, "template": TEMPLATE}}, 2),
+        (JOBSET_KIND, {**jobset(), "spec": {"replicatedJobs": []}}, None),
+    ],
+    ids=["jobset", "job", "jobset-without-pods"],
+)
+def test_room_aware_placement_fits_the_kinds_pods(kind: MirroredKind, obj: Obj, want: int | None) -> None:
+    cfg = Config.model_validate({"workers": [{"name": "w1", "kubeconfig": "/k"}]})
+    shape, pods = Reconciler(cfg, kind, None, None, {}, None, None)._pod_shape(obj)  # type: ignore[arg-type]
+    assert (pods if shape is not None else None) == want
+
+
+def test_pods_of_several_shapes_leave_the_room_unjudged() -> None:
+    """The fit judges one pod shape: a JobSet whose replicatedJobs differ is placed as if room were unknown."""
+    manager = jobset()
+    manager["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["nodeSelector"] = {"gpu": "yes"}
+    cfg = Config.model_validate({"workers": [{"name": "w1", "kubeconfig": "/k"}]})
+    assert Reconciler(cfg, KIND, None, None, {}, None, None)._pod_shape(manager) == (None, 0)  # type: ignore[arg-type]
 
 
 def test_pods_name_their_jobset_by_label_and_by_name() -> None:
@@ -345,7 +372,6 @@ def test_any_worker_history_keeps_jobsets_invariants(history: list[Obj], suspend
     ids=["default", "jobset-only", "both"],
 )
 def test_jobsets_are_mirrored_only_when_the_config_says_so(kinds: list[str] | None, mirrored: list[str]) -> None:
-    from mirror.config import Config
     from mirror.controller import MirrorController
 
     raw: Obj = {"workers": [{"name": "w1", "kubeconfig": "/k"}]}
@@ -357,8 +383,6 @@ def test_jobsets_are_mirrored_only_when_the_config_says_so(kinds: list[str] | No
 @pytest.mark.parametrize("kinds", [[], ["Pod"]], ids=["none", "unknown"])
 def test_the_kinds_switch_refuses_what_cannot_be_mirrored(kinds: list[str]) -> None:
     from pydantic import ValidationError
-
-    from mirror.config import Config
 
     with pytest.raises(ValidationError):
         Config.model_validate({"workers": [{"name": "w1", "kubeconfig": "/k"}], "kinds": kinds})

@@ -22,7 +22,7 @@ from mirror.config import Config, Worker
 from mirror.decisions import CopyPlan, Placement, Step, decide, placement_of, plan_copy, status_to_write
 from mirror.identity import manager_key_of, stamp
 from mirror.jobs.kind import JOB_KIND
-from mirror.kinds import MirroredKind, QueueKey
+from mirror.kinds import MirroredKind, PodDemand, QueueKey
 from mirror.naming import ANNOTATION_CLUSTER, origin_annotation
 from mirror.reconciler import JobMemory, Reconciler
 from mirror.workers import WorkerCluster
@@ -84,6 +84,9 @@ class WidgetKind:
 
     def state(self, obj: Obj) -> str | None:
         return "Done" if self.is_finished(obj) else None
+
+    def pod_demand(self, obj: Obj) -> list[PodDemand]:
+        return []  # room not judged for a Widget
 
 
 WIDGET: MirroredKind = WidgetKind()
