@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None, prog: str = "jobmirror") -> int:
             return 1 if problems else 0
         return run_controller(_run(cfg), loop_lag=metrics.EVENT_LOOP_LAG)
     except (KubeconfigError, ConfigError, plugin.UsageError, NotPlaced) as exc:
-        for line in str(exc).splitlines():  # a ConfigError: one line per problem
+        # A ConfigError has one line per problem; anything else (a kubeconfig's YAML error) is made one.
+        for line in str(exc).splitlines() if isinstance(exc, ConfigError) else [one_line(exc)]:
             print(f"error: {line}", file=sys.stderr)
         return 2 if not isinstance(exc, NotPlaced) else 1
     except (ApiError, IdentityUnavailable, OSError) as exc:

@@ -357,3 +357,11 @@ def test_check_config_prints_each_identity_and_the_origin(monkeypatch: pytest.Mo
     assert out[0] == "config.yaml: configuration valid (1 workers); checking clusters:"
     for line in stdout:
         assert line in out, "\n".join(out)
+
+
+def test_run_with_a_broken_manager_kubeconfig_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    Path("manager.kubeconfig").write_text("clusters: [\n")
+    Path("config.yaml").write_text("managerKubeconfig: manager.kubeconfig\nmetricsAddress: ''\n" + W)
+    assert cli.main(["run", "--config", "config.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: kubeconfig ") and "manager.kubeconfig" in err, err
