@@ -43,15 +43,16 @@ def _user_labels(labels: Obj | None) -> Obj:
 
 
 def _clean_template_labels(template: Obj) -> None:
-    """Drop generated labels from one template's metadata, in place (a present map stays a map)."""
+    """Drop generated labels and ours from one template's metadata, in place (a present map stays a
+    map): a child Job labelled as one of our copies would be taken for a copy by the worker's caches."""
     md = template.get("metadata")
     if isinstance(md, dict) and isinstance(md.get("labels"), dict):
-        md["labels"] = {k: v for k, v in md["labels"].items() if not _generated(k)}
+        md["labels"] = {k: v for k, v in md["labels"].items() if not _generated(k) and not is_ours(k)}
 
 
 def sanitised_spec(spec: Obj) -> Obj:
     """The manager's spec as the worker's JobSet controller should run it: no managedBy, no TTL,
-    no label a controller generated in the manager on a Job or pod template."""
+    no label a controller generated in the manager (nor one of ours) on a Job or pod template."""
     out = {k: copy.deepcopy(v) for k, v in spec.items() if k not in _DROP_SPEC}
     for rjob in out.get("replicatedJobs") or []:
         job_template = rjob.get("template") if isinstance(rjob, dict) else None

@@ -81,7 +81,7 @@ def copy_of(manager: Obj, status: Obj | None = None, suspend: bool | None = None
 def test_the_copy_is_sanitised_and_stamped() -> None:
     manager = jobset()
     manager["spec"]["replicatedJobs"][0]["template"]["metadata"] = {
-        "labels": {"jobset.sigs.k8s.io/jobset-uid": "old", "keep": "1"}}
+        "labels": {"jobset.sigs.k8s.io/jobset-uid": "old", "keep": "1", "jobmirror.dev/origin": "forged"}}
     pod_labels = manager["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["labels"]
     pod_labels.update({"batch.kubernetes.io/controller-uid": "old", "jobset.sigs.k8s.io/jobset-name": "train"})
     manager["status"] = {"restarts": 3}
