@@ -12,8 +12,10 @@ after such a change or when one ends, and a new one is applied on top of the kep
 
 from __future__ import annotations
 
+import logging
+import math
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -24,7 +26,7 @@ from kruntime.informer import Informer
 from kruntime.resources import NODES, PODS, Obj
 from mirror import metrics
 from mirror.room.fit import NodeRoom, WorkerFit, node_room, pods_fitting_now, worker_fit
-from mirror.room.quantity import show
+from mirror.room.quantity import HUGE, show
 from mirror.room.requests import PODS as POD_SLOTS
 from mirror.room.requests import HostPort, PodShape, host_ports, pod_requests
 
@@ -42,17 +44,50 @@ def is_daemon_pod(metadata: Mapping[str, Any]) -> bool:
                str(ref.get("apiVersion", "")).startswith("apps/") for ref in metadata.get("ownerReferences") or [])
 
 
+log = logging.getLogger(__name__)
+
+#: What a pod whose requests cannot be read is counted as taking: more cpu and memory than any
+#: node has, and every pod slot of its node (``slots``) — never less than it may really take.
+UNREADABLE_REQUESTS = {"cpu": HUGE, "memory": HUGE}
+#: How many keys are remembered as logged already (an unreadable pod is logged once, not per event).
+_LOGGED_MAX = 4096
+_logged: OrderedDict[str, None] = OrderedDict()
+
+
+def _log_once(key: str, message: str, *args: object) -> None:
+    """Log a warning about ``key`` the first time only (the last ``_LOGGED_MAX`` keys are
+    remembered): every status update of a pod is a watch event."""
+    if key in _logged:
+        _logged.move_to_end(key)
+        return
+    _logged[key] = None
+    if len(_logged) > _LOGGED_MAX:
+        _logged.popitem(last=False)
+    log.warning(message, *args)
+
+
 def slim_pod(pod: Obj) -> Obj:
     """What the room view keeps of a pod: its identity, node, effective requests and host ports,
     the Job it belongs to (to release that Job's reservation as its pods are bound) and whether
-    a DaemonSet controls it."""
+    a DaemonSet controls it.
+
+    A pod whose requests or ports cannot be read (whoever may create pods in a worker namespace
+    writes them) is counted as taking its whole node, and logged once: this runs on every watch
+    event of the pod and must not raise, or the room view's watch would stop."""
     md, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-    return {"metadata": {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in md},
-            "job": (md.get("labels") or {}).get(JOB_NAME_LABEL, ""),
-            "daemon": is_daemon_pod(md),
-            "nodeName": spec.get("nodeName") or "",
-            "requests": pod_requests(spec),
-            "ports": sorted((p.protocol, p.port, p.ip) for p in host_ports(spec))}
+    slim: Obj = {"metadata": {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in md}}
+    try:
+        slim.update(job=(md.get("labels") or {}).get(JOB_NAME_LABEL, ""), daemon=is_daemon_pod(md),
+                    nodeName=spec.get("nodeName") or "", requests=pod_requests(spec),
+                    ports=sorted((p.protocol, p.port, p.ip) for p in host_ports(spec)))
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        _log_once(str(md.get("uid") or f"{md.get('namespace')}/{md.get('name')}"),
+                  "pod %s/%s: requests not readable (%s); counted as taking its whole node",
+                  md.get("namespace"), md.get("name"), str(exc)[:200])
+        node = spec.get("nodeName")
+        slim.update(job="", daemon=False, nodeName=node if isinstance(node, str) else "",
+                    requests=dict(UNREADABLE_REQUESTS), ports=[], slots=HUGE)
+    return slim
 
 
 def slim_node(node: Obj) -> Obj:
@@ -79,6 +114,17 @@ def room_totals(rooms: Sequence[NodeRoom]) -> dict[str, dict[str, int]]:
             allocatable.update(r.allocatable)
             requested.update(r.requested)
     return {"allocatable": dict(allocatable), "requested": dict(requested)}
+
+
+#: The largest magnitude a gauge is set to: a float holds it (an int past ~1.8e308 does not convert).
+GAUGE_MAX = 10**300
+
+
+def gauge_value(value: int | float) -> float:
+    """``value`` as a finite float for a gauge, clamped to ``±GAUGE_MAX`` (NaN as 0)."""
+    if isinstance(value, float):
+        return 0.0 if math.isnan(value) else max(-float(GAUGE_MAX), min(float(GAUGE_MAX), value))
+    return float(max(-GAUGE_MAX, min(GAUGE_MAX, value)))
 
 
 def free_summary(totals: dict[str, dict[str, int]], pending: int) -> str:
@@ -113,7 +159,7 @@ class _NodeLoad:
         requests = {r: sign * v for r, v in pod["requests"].items()}
         ports = {HostPort(proto, port, ip): sign for proto, port, ip in pod["ports"]}
         self.requested.update(requests)
-        self.pods += sign
+        self.pods += sign * pod.get("slots", 1)
         self.ports.update(ports)
         if pod.get("daemon"):
             self.daemon_requested.update(requests)
@@ -367,12 +413,18 @@ class RoomView:
         return room_totals(self.rooms())
 
     def export(self) -> None:
-        """Set this worker's capacity gauges (called periodically, not per pod event)."""
-        totals = self.totals()
-        for kind, gauge in (("allocatable", metrics.WORKER_ALLOCATABLE), ("requested", metrics.WORKER_REQUESTED)):
-            for resource in {*totals["allocatable"], *totals["requested"]}:
-                gauge.labels(self.worker, resource).set(totals[kind].get(resource, 0))
-        metrics.WORKER_PODS_PENDING.labels(self.worker).set(self.pending)
+        """Set this worker's capacity gauges (called periodically, not per pod event, for every
+        worker in turn): values clamped to finite floats, and never raises — one worker's odd
+        pods must not stop the gauges of the others."""
+        try:
+            totals = self.totals()
+            for kind, gauge in (("allocatable", metrics.WORKER_ALLOCATABLE), ("requested", metrics.WORKER_REQUESTED)):
+                for resource in {*totals["allocatable"], *totals["requested"]}:
+                    gauge.labels(self.worker, resource).set(gauge_value(totals[kind].get(resource, 0)))
+            metrics.WORKER_PODS_PENDING.labels(self.worker).set(gauge_value(self.pending))
+        except Exception as exc:  # a bug here must cost this worker's gauges for one round, no more
+            _log_once(f"export {self.worker} {type(exc).__name__}", "worker %s: room metrics not exported: %r",
+                      self.worker, exc)
 
     def describe(self) -> dict[str, Any]:
         return {"nodes": len(self.nodes.cache), "pods": len(self.pods.cache), "pending": self.pending,
