@@ -43,6 +43,7 @@ Decisions (each write must be valid on its own against the old manager status; t
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -76,6 +77,17 @@ STATUS_FIELDS = frozenset(
 _SUCCESS = "success"
 _FAILURE = "failure"
 
+#: At most this many condition types we do not know are on a manager Job before we add one from
+#: its worker copy: whoever writes the copy's status on a worker (a worker-side tool, a user with
+#: ``jobs/status``) could otherwise grow the manager Job without bound (6,000 types made it
+#: ~1.3 MB) and every status pass with it. Those already there are still updated.
+MAX_FOREIGN_CONDITIONS = 16
+#: Longest condition message (and reason) mirrored, in characters; longer ones are cut and end
+#: with TRUNCATED. Upstream's own messages are a sentence; a user reads this in ``kubectl describe``.
+MAX_CONDITION_MESSAGE = 1024
+MAX_CONDITION_REASON = 256
+TRUNCATED = "... [truncated]"
+
 
 # --------------------------------------------------------------------------- translation
 
@@ -101,7 +113,7 @@ def desired_manager_status(manager: dict[str, Any], remote: dict[str, Any] | Non
 
     out: Status = {k: copy.deepcopy(v) for k, v in current.items() if k not in STATUS_FIELDS}
 
-    conds = [copy.deepcopy(c) for c in jc.conditions_of(current)]
+    conds = [_copy_condition(c) for c in jc.conditions_of(current)]
     remote_conds = jc.conditions_of(rstatus)
     _mirror_foreign_conditions(conds, remote_conds)
 
@@ -253,8 +265,8 @@ def _path_conditions(conds: list[jc.Condition], remote_conds: list[jc.Condition]
             interim = jc.new_condition(
                 path.interim,
                 "True",
-                _text(terminal.get("reason")) or path.default_reason,
-                _text(terminal.get("message")) or path.default_message,
+                _cut(_text(terminal.get("reason")), MAX_CONDITION_REASON) or path.default_reason,
+                _cut(_text(terminal.get("message")), MAX_CONDITION_MESSAGE) or path.default_message,
                 now,
             )
         _put(conds, interim)
@@ -279,8 +291,16 @@ def _mirror_foreign_conditions(conds: list[jc.Condition], remote_conds: list[jc.
     """Copy condition types no validation rule knows about (e.g. written by a worker-side tool).
 
     They cannot make a write invalid, and dropping them would hide information from users. The
-    known types are never copied blindly: their meaning on the manager is derived above.
+    known types are never copied blindly: their meaning on the manager is derived above. A type
+    new to the manager is added only while fewer than MAX_FOREIGN_CONDITIONS foreign types are
+    there; entries are found by type in a dict (linear in the conditions, not their square).
     """
+    by_type: dict[str, jc.Condition] = {}
+    for c in conds:
+        ctype = c.get("type")
+        if isinstance(ctype, str):
+            by_type.setdefault(ctype, c)  # the first entry of a type, as jc.find
+    foreign = sum(1 for t in by_type if t not in jc.KNOWN_TYPES)
     for rc in remote_conds:
         ctype = rc.get("type")
         status = rc.get("status")
@@ -288,11 +308,15 @@ def _mirror_foreign_conditions(conds: list[jc.Condition], remote_conds: list[jc.
             continue
         if status not in ("True", "False", "Unknown"):
             continue
-        existing = jc.find(conds, ctype)
+        existing = by_type.get(ctype)
+        if existing is None and foreign >= MAX_FOREIGN_CONDITIONS:
+            continue
         mirrored = _copied(rc, None)
         mirrored["status"] = status
         if existing is None:
             conds.append(mirrored)
+            by_type[ctype] = mirrored
+            foreign += 1
         elif existing.get("status") == status:
             for key in ("reason", "message"):
                 if existing.get(key, "") != mirrored[key]:
@@ -307,8 +331,8 @@ def _copied(src: jc.Condition, now: str | None) -> jc.Condition:
     cond: jc.Condition = {
         "type": src.get("type"),
         "status": "True",
-        "reason": _text(src.get("reason")),
-        "message": _text(src.get("message")),
+        "reason": _cut(_text(src.get("reason")), MAX_CONDITION_REASON),
+        "message": _cut(_text(src.get("message")), MAX_CONDITION_MESSAGE),
     }
     probe = _norm_time(src.get("lastProbeTime"))
     if probe is not None:
@@ -317,6 +341,17 @@ def _copied(src: jc.Condition, now: str | None) -> jc.Condition:
     if transition is not None:
         cond["lastTransitionTime"] = transition
     return cond
+
+
+def _copy_condition(cond: jc.Condition) -> jc.Condition:
+    """A copy of a condition to change, deep only where a value is not a scalar (a condition is
+    flat; a deep copy of each of thousands cost more than the rest of the pass)."""
+    return {k: copy.deepcopy(v) if isinstance(v, dict | list) else v for k, v in cond.items()}
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text``, or its start ending with TRUNCATED when longer than ``limit`` characters."""
+    return text if len(text) <= limit else text[:limit - len(TRUNCATED)] + TRUNCATED
 
 
 def _put(conds: list[jc.Condition], cond: jc.Condition) -> None:
@@ -396,6 +431,17 @@ def _completion_time(
 
 
 def _norm_time(value: object) -> str | None:
+    return _norm_time_text(value) if isinstance(value, str) else _norm_time_of(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _norm_time_text(value: str) -> str | None:
+    """A time string's canonical form, kept: a Job's many conditions mostly share a few times,
+    and parsing each again made up most of a pass over thousands of them."""
+    return _norm_time_of(value)
+
+
+def _norm_time_of(value: object) -> str | None:
     moment = parse_time(value)
     return format_time(moment) if moment is not None else None
 
@@ -498,26 +544,26 @@ def _normalize(status: Status) -> dict[str, Any]:
     return out
 
 
+_CONDITION_FIELDS = frozenset({"type", "status", "reason", "message", "lastProbeTime", "lastTransitionTime"})
+
+
 def _condition_key(cond: jc.Condition) -> tuple[str, ...]:
-    extra = sorted(
-        f"{k}={v!r}"
-        for k, v in cond.items()
-        if k not in ("type", "status", "reason", "message", "lastProbeTime", "lastTransitionTime") and v is not None
-    )
+    extra = [f"{k}={v!r}" for k, v in cond.items() if v is not None and k not in _CONDITION_FIELDS]
+    probe, transition = cond.get("lastProbeTime"), cond.get("lastTransitionTime")
     return (
         _text(cond.get("type")),
         _text(cond.get("status")),
         _text(cond.get("reason")),
         _text(cond.get("message")),
-        _time_key(cond.get("lastProbeTime")) if cond.get("lastProbeTime") is not None else "",
-        _time_key(cond.get("lastTransitionTime")) if cond.get("lastTransitionTime") is not None else "",
-        *extra,
+        _time_key(probe) if probe is not None else "",
+        _time_key(transition) if transition is not None else "",
+        *sorted(extra),
     )
 
 
 def _time_key(value: object) -> str:
-    moment = parse_time(value)
-    return format_time(moment) if moment is not None else repr(value)
+    normal = _norm_time(value)
+    return normal if normal is not None else repr(value)
 
 
 # --------------------------------------------------------------------------- raw-dict access
