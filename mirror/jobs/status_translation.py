@@ -77,10 +77,10 @@ STATUS_FIELDS = frozenset(
 _SUCCESS = "success"
 _FAILURE = "failure"
 
-#: At most this many condition types we do not know are on a manager Job before we add one from
-#: its worker copy: whoever writes the copy's status on a worker (a worker-side tool, a user with
-#: ``jobs/status``) could otherwise grow the manager Job without bound (6,000 types made it
-#: ~1.3 MB) and every status pass with it. Those already there are still updated.
+#: At most this many condition types we do not know are kept on a manager Job (the first ones):
+#: whoever writes the copy's status on a worker (a worker-side tool, a user with ``jobs/status``)
+#: could otherwise grow the manager Job without bound (6,000 types made it ~1.3 MB) and every
+#: status pass with it (~0.95 s). Those on the manager come first; the worker's fill the rest.
 MAX_FOREIGN_CONDITIONS = 16
 #: Longest condition message (and reason) mirrored, in characters; longer ones are cut and end
 #: with TRUNCATED. Upstream's own messages are a sentence; a user reads this in ``kubectl describe``.
@@ -113,7 +113,7 @@ def desired_manager_status(manager: dict[str, Any], remote: dict[str, Any] | Non
 
     out: Status = {k: copy.deepcopy(v) for k, v in current.items() if k not in STATUS_FIELDS}
 
-    conds = [_copy_condition(c) for c in jc.conditions_of(current)]
+    conds = [_copy_condition(c) for c in _capped(jc.conditions_of(current))]
     remote_conds = jc.conditions_of(rstatus)
     _mirror_foreign_conditions(conds, remote_conds)
 
@@ -208,6 +208,8 @@ def status_differs(current: Status | None, desired: Status | None) -> bool:
     so missing differs from zero/empty; times compare by instant at second precision; condition
     order and dict key order do not matter.
     """
+    if len(jc.conditions_of(current)) != len(jc.conditions_of(desired)):
+        return True  # as the sorted lists below would differ: without their cost (thousands of conditions)
     return _normalize(current or {}) != _normalize(desired or {})
 
 
@@ -341,6 +343,23 @@ def _copied(src: jc.Condition, now: str | None) -> jc.Condition:
     if transition is not None:
         cond["lastTransitionTime"] = transition
     return cond
+
+
+def _capped(conds: list[jc.Condition]) -> list[jc.Condition]:
+    """``conds`` with the entries of foreign types after the first MAX_FOREIGN_CONDITIONS left out
+    (the known types all kept): a manager Job that holds more (grown before this cap, or written
+    directly) costs one linear pass to trim, then stays small."""
+    kept: list[jc.Condition] = []
+    foreign: set[str] = set()
+    for c in conds:
+        ctype = c.get("type")
+        key = ctype if isinstance(ctype, str) else repr(ctype)
+        if key in jc.KNOWN_TYPES or key in foreign:
+            kept.append(c)
+        elif len(foreign) < MAX_FOREIGN_CONDITIONS:
+            foreign.add(key)
+            kept.append(c)
+    return kept
 
 
 def _copy_condition(cond: jc.Condition) -> jc.Condition:
