@@ -47,6 +47,7 @@ CONTROLLER_RULES: set[Rule] = {
     ("batch", "jobs/finalizers", "update", ""),
     *{("", "events", v, "") for v in ("create", "patch")},
     ("", "namespaces", "get", ""),  # role sharing (kube-system UID), Pod Security labels for created namespaces
+    *{("", "namespaces", v, "") for v in ("list", "watch")},  # workers[].access namespaceSelector: their labels
     ("authentication.k8s.io", "tokenreviews", "create", ""),  # inspect API: who is calling
     ("authorization.k8s.io", "subjectaccessreviews", "create", ""),  # inspect API: may they get the Job
 }
@@ -296,6 +297,7 @@ DENIED_ON_MANAGER_UNLESS_WORKER = [
 ALLOWED_ON_MANAGER = [
     ("get", "", "namespaces", "", "", "kube-system"),
     ("get", "", "namespaces", "", "", "default"),
+    ("watch", "", "namespaces", "", "", ""),  # workers[].access namespaceSelector
     ("list", "batch", "jobs", "", "", ""),
     ("watch", "batch", "jobs", "", "", ""),
     ("update", "batch", "jobs", "status", "default", "any"),

@@ -49,6 +49,7 @@ from mirror.claim import ClaimRule
 from mirror.naming import BUILTIN_CONTROLLER_NAME, DEFAULT_CONTROLLER_NAME, default_origin
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NAMESPACE_PATTERN = re.compile(r"^[-a-z0-9*?\[\]!]+$")
 ENV_PREFIX = "JOBMIRROR_"
 REFERENCE = "docs/reference/configuration.md"
 #: How a rate (qps) says "no client-side limit": explicit, because a negative or zero number is
@@ -113,6 +114,65 @@ class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=_camel, populate_by_name=True, extra="forbid")
 
 
+class SelectorOperator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+class LabelSelectorRequirement(_Model):
+    key: str = Field(description="The namespace label key.")
+    operator: SelectorOperator = Field(description="How the key's value is matched, as in a Kubernetes label "
+                                       "selector.")
+    values: list[str] = Field(default_factory=list, description="Non-empty for In and NotIn; empty for Exists and "
+                              "DoesNotExist.")
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> LabelSelectorRequirement:
+        wants = self.operator in (SelectorOperator.IN, SelectorOperator.NOT_IN)
+        if wants and not self.values:
+            raise ValueError(f"operator {self.operator.value} needs at least one value (key {self.key!r})")
+        if not wants and self.values:
+            raise ValueError(f"operator {self.operator.value} takes no values (key {self.key!r})")
+        return self
+
+
+class LabelSelector(_Model):
+    """A Kubernetes label selector (matchLabels and matchExpressions, ANDed), on manager namespaces."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict, description="Labels the namespace must carry with "
+                                         "these values.")
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list, description=(
+        "Requirements on the namespace's labels, all of which must hold."))
+
+
+class WorkerAccess(_Model):
+    """Which manager namespaces may place Jobs on one worker (unset on a worker: every namespace)."""
+
+    namespaces: list[str] = Field(default_factory=list, description=(
+        "Manager namespaces (names or shell patterns, `team-*`) whose Jobs may use this worker."))
+    namespace_selector: LabelSelector | None = Field(None, description=(
+        "A label selector on manager namespaces whose Jobs may use this worker (`{}` selects every one); a "
+        "namespace may use the worker when it is listed in `namespaces` or selected here."))
+
+    @field_validator("namespaces")
+    @classmethod
+    def _names_or_patterns(cls, v: list[str]) -> list[str]:
+        bad = [n for n in v if not _NAMESPACE_PATTERN.match(n) or len(n) > 63]
+        if bad:
+            raise ValueError(f"{', '.join(repr(b) for b in bad)}: not a namespace name or shell pattern "
+                             "(lowercase letters, digits, '-', and * ? [ ])")
+        return v
+
+    @model_validator(mode="after")
+    def _says_who(self) -> WorkerAccess:
+        if not self.namespaces and self.namespace_selector is None:
+            raise ValueError("lists no namespaces and no namespaceSelector, so no namespace could use the worker; "
+                             "to let every namespace use it, leave access unset")
+        return self
+
+
 class Worker(_Model):
     name: str = Field(description="The worker's name (a DNS label): in events, the `worker` label of metrics and "
                       "the placement annotation `jobmirror.dev/cluster`.")
@@ -121,6 +181,9 @@ class Worker(_Model):
     context: str | None = Field(None, description="Context in that kubeconfig; unset = its current-context.")
     labels: dict[str, str] = Field(default_factory=dict, description="Labels a Job's "
                                    "`jobmirror.dev/worker-selector` annotation is matched against.")
+    access: WorkerAccess | None = Field(None, description=(
+        "Which manager namespaces may use this worker, pins and worker-selectors included (see "
+        "[Tenancy](../security.md#per-tenant-worker-access)); unset = every namespace."))
     # High defaults: MultiKueue's 5/10 made 1000 Jobs take minutes.
     qps: Rate = Field(200.0, description=f"Requests per second of the client to this worker (above 0, or "
                       f"`{UNLIMITED}` for no client-side limit).")

@@ -19,7 +19,7 @@ from kruntime.httpserver import HealthServer
 from kruntime.identity import IdentityUnavailable, read_identity
 from kruntime.informer import Informer, NamespacedInformers
 from kruntime.leaderelect import LeaderElector, Timing
-from kruntime.resources import Obj, key_of, status_only_change
+from kruntime.resources import NAMESPACES, Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc, metrics
 from mirror.config import Config, ConfigError, PlacementPolicy, cluster_conflicts
@@ -89,6 +89,8 @@ class MirrorController:
         self._stopping = asyncio.Event()
         self.health_server: HealthServer | None = None
         self.inspect_api: InspectApi | None = None
+        #: the manager's namespaces, name and labels only (only when a workers[].access has a namespaceSelector)
+        self.namespaces: Informer | None = None
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -150,6 +152,7 @@ class MirrorController:
         # Four event writers: no event on a Job's normal path, but a burst of Jobs can bring one each
         # (WaitingForRoom, a mirrored worker warning such as FailedScheduling).
         self.recorder = EventRecorder(self.manager, "jobmirror", writers=4)
+        self.namespaces = self._namespace_informer()
         for kind in self.kinds.values():
             informer = self.informers[kind.name] = self._manager_informer(kind)
             informer.add_handler(self._manager_handler(kind))
@@ -160,7 +163,8 @@ class MirrorController:
             self._follow_worker_events(kind, informer)
             self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
                                                      policy_for(cfg.placement.value), manager_cluster=manager_id,
-                                                     rooms=self.rooms, wake=self._waker(kind))
+                                                     rooms=self.rooms, wake=self._waker(kind),
+                                                     namespace_labels=self._namespace_labels)
         for room in self.rooms.values():
             room.on_room = self._room_appeared
 
@@ -176,6 +180,31 @@ class MirrorController:
             self.worker_events[kind.name, w.name] = WorkerEvents(
                 w, kind, informer, mirrored, unschedulable_timeout=self.cfg.unschedulable_timeout,
                 on_stuck=self._stuck_handler(kind))
+
+    def _namespace_informer(self) -> Informer | None:
+        """A watch on the manager's namespaces for workers[].access namespaceSelectors: none without
+        one; with a ``namespaces`` allow-list only those are cached, and only their names and labels."""
+        if not any(w.access is not None and w.access.namespace_selector is not None for w in self.cfg.workers):
+            return None
+        assert self.watches is not None
+        listed = frozenset(self.cfg.namespaces)
+
+        def keep(obj: Obj) -> bool:
+            return not listed or obj["metadata"]["name"] in listed
+
+        def slim(obj: Obj) -> Obj:
+            md = obj["metadata"]
+            return {"metadata": {"name": md["name"], "labels": md.get("labels") or {},
+                                 "resourceVersion": md.get("resourceVersion", "")}}
+
+        return Informer(self.watches, NAMESPACES, keep=keep, transform=slim)
+
+    def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        """A manager namespace's labels; None while not known (no watch, not synced, not seen)."""
+        if self.namespaces is None or not self.namespaces.synced.is_set():
+            return None
+        obj = self.namespaces.get(namespace)
+        return None if obj is None else dict(obj["metadata"]["labels"])
 
     def _waker(self, kind: MirroredKind) -> Callable[[list[str]], None]:
         def wake(keys: list[str]) -> None:
@@ -316,6 +345,8 @@ class MirrorController:
         spawn = self._spawn
         for informer in self.informers.values():
             spawn(informer.run(), f"manager-{informer.resource.plural}-informer")
+        if self.namespaces is not None:
+            spawn(self.namespaces.run(), "manager-namespaces-informer")
         usable = [w for w in self.workers.values() if w.config_error is None and w.held is None]
         for w in usable:
             self._start_worker(w)

@@ -52,8 +52,9 @@ HEAD_OF_LINE_HOLD_ENDED = EventReason(
 NO_WORKER = EventReason(
     "NoWorker", WARNING,
     "No worker can take the Job now (none healthy, a pin to an unknown or unhealthy worker, a worker-selector "
-    "that no worker matches or cannot be parsed). Written again only when the message changes.",
-    "Read the message; fix the pin or selector annotation, or the unhealthy workers.")
+    "that no worker matches or cannot be parsed, or a pin or selector naming only workers the Job's namespace "
+    "may not use: `workers[].access`, the message names the rule). Written again only when the message changes.",
+    "Read the message; fix the pin or selector annotation, the unhealthy workers, or ask for access.")
 NO_WORKER_FITS = EventReason(
     "NoWorkerFits", WARNING,
     "RoomAware: no candidate worker has a node that could ever hold the Job's pod; the message names each "

@@ -28,7 +28,7 @@ from kruntime.events import ObjectEvents
 from kruntime.informer import ObjectCache
 from kruntime.ownwrites import OwnWrites
 from kruntime.resources import NAMESPACES, PODS, Obj, key_of
-from mirror import metrics, tenancy
+from mirror import access, metrics, tenancy
 from mirror.config import Config, MissingNamespace
 from mirror.decisions import (
     REFUSAL_EXCLUSION,
@@ -107,6 +107,8 @@ from mirror.plan import MAX_ACTIONS, Action, Do, Found, Group, next_action
 from mirror.propagation import StatusLag
 from mirror.room.fit import WorkerFit
 from mirror.room.requests import PodShape, shape_of_template
+from mirror.room.selector import SelectorError, matches
+from mirror.room.selector import parse as parse_selector
 from mirror.room.view import RoomView
 from mirror.worker_calls import WorkerCalls
 from mirror.workers import WorkerBusy, WorkerCluster
@@ -223,6 +225,8 @@ class Reconciler:
     #: puts manager objects (namespace/name) on the work queue: a Job waiting for room is looked
     #: at again as soon as room may be there, not only at its next re-check
     wake: Callable[[list[str]], None] | None = None
+    #: a manager namespace's labels (None: not known), for workers[].access namespaceSelectors
+    namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda _: None
 
     def __post_init__(self) -> None:
         self.resource = self.kind.resource
@@ -248,6 +252,9 @@ class Reconciler:
         self.status_lag = StatusLag(MAX_TRACKED_JOBS)
         #: when this process loaded the worker list: a worker missing from it counts as lost from here
         self._started = time.monotonic()
+        #: per worker, which namespaces may use it; empty when every worker is open to every namespace
+        self._access: access.Access = ({w.name: w.access for w in self.cfg.workers}
+                                       if any(w.access is not None for w in self.cfg.workers) else {})
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -472,7 +479,9 @@ class Reconciler:
             excluded |= refusal_exclusions(self._recalled(uid).refused, time.monotonic())
         views = self.worker_views(excluded)
         selector = annotations_of(job).get(ANNOTATION_WORKER_SELECTOR)
-        if selector and not pin:  # a pin wins
+        if self._access:  # before the pin, the selector and room: a Job never holds a worker it may not use
+            views = self._within_access(job, views, pin, selector)
+        elif selector and not pin:  # a pin wins
             views = select_by_labels(views, selector)
         pod, want = self._pod_shape(job) if self.rooms else (None, 0)
         fits = self._fits(pod, want, views) if pod is not None else {}
@@ -495,6 +504,36 @@ class Reconciler:
             raise NoWorker("the placement policy chose none")
         why = explain(self.cfg.placement.value, views, chosen, pin)
         return Choice(chosen, why + (f"; room on {chosen}: {fits[chosen].why}" if chosen in fits else ""), pod, want)
+
+    def _within_access(self, job: Obj, views: list[WorkerView], pin: str | None, selector: str | None
+                       ) -> list[WorkerView]:
+        """Only the workers the Job's namespace may use (workers[].access), its worker-selector applied
+        among them. Raises WorkerNotAllowed naming the rule when the pin, the selector or the access
+        leaves none: the Job waits with that Warning instead of a bare "no healthy worker"."""
+        ns = job["metadata"]["namespace"]
+        labels = self.namespace_labels(ns)
+        refused = access.refusal(ns, labels, self._access, pin=pin)
+        if refused:
+            raise access.WorkerNotAllowed(refused)
+        allowed = access.allowed_workers(ns, labels, self._access)
+        within = [v for v in views if v.name in allowed]
+        if not selector or pin:
+            return within
+        try:
+            return select_by_labels(within, selector)
+        except NoWorker:
+            refused = access.refusal(ns, labels, self._access, selected=self._selected(selector))
+            if refused:
+                raise access.WorkerNotAllowed(refused) from None
+            raise
+
+    def _selected(self, selector: str) -> set[str] | None:
+        """The configured workers a worker-selector matches, health aside (None: it does not parse)."""
+        try:
+            requirements = parse_selector(selector)
+        except SelectorError:
+            return None
+        return {w.name for w in self.cfg.workers if matches(requirements, w.labels)}
 
     def _pod_shape(self, job: Obj) -> tuple[PodShape | None, int]:
         """The object's pod as the room fit reads it and how many run at once (the kind's demand); no

@@ -14,7 +14,10 @@ header (verified against kube-apiserver 1.35), so the plugin sends the token aga
 What a caller needs (issue 19): ``describe`` — ``get`` on the Job; ``logs`` — ``get`` on the
 Job and ``get pods/log`` in its namespace, as ``kubectl logs job/NAME`` needs on one cluster:
 the copy's pods are the Job's pods, and an RBAC role that withholds pod logs must keep
-withholding them through us. The namespace and name are validated before anything is
+withholding them through us. By the same rule (issue 32), ``describe`` shows the worker-side
+details — the pods with their node names, the events of the copy and its pods — only to a
+caller who may ``get pods`` in the namespace; anyone else gets a summary: the worker, the
+copy's name and status, what the manager Job says anyway. The namespace and name are validated before anything is
 asked, and the Job served is checked to be the one authorised. Log streams run on their
 own connection pool per worker, capped in total and per user, and are cut when the reader
 stalls.
@@ -71,6 +74,17 @@ def pod_log_access(namespace: str) -> Obj:
     """``get pods/log`` in a namespace (no name: the copy's pods are named on the worker)."""
     return {"verb": "get", "group": "", "version": "v1", "resource": "pods", "subresource": "log",
             "namespace": namespace}
+
+
+def pod_read_access(namespace: str) -> Obj:
+    """``get pods`` in a namespace: what describe's worker-side details (pods, nodes, events) need."""
+    return {"verb": "get", "group": "", "version": "v1", "resource": "pods", "namespace": namespace}
+
+
+def withheld(attrs: Obj) -> str:
+    """What a describe summary says in place of the details the caller may not see."""
+    return (f"pods, their nodes and the events of the copy and its pods are shown to users who may "
+            f"{describe_access(attrs)} on the manager")
 
 
 def describe_access(attrs: Obj) -> str:
@@ -175,6 +189,8 @@ async def _count(request: web.Request, handler: Callable[[web.Request], Awaitabl
 class Caller:
     username: str
     job: Obj
+    #: the TokenReview's user, for further access reviews
+    user: Obj
 
 
 class InspectApi:
@@ -232,7 +248,12 @@ class InspectApi:
         if (job.get("spec") or {}).get("managedBy") != self.controller_name:
             return _error(404, f"job {ns}/{name} is not mirrored by {self.controller_name}")
         log.info("inspect API: %s %s job %s/%s", user.get("username"), req.path.rsplit("/", 1)[-1], ns, name)
-        return Caller(str(user.get("username") or ""), job)
+        return Caller(str(user.get("username") or ""), job, user)
+
+    async def _may(self, user: Obj, attrs: Obj) -> bool:
+        """One SubjectAccessReview on the manager (ApiError when it cannot be asked)."""
+        sar = await self.manager.create(SUBJECTACCESSREVIEWS, None, access_review(user, attrs))
+        return bool((sar.get("status") or {}).get("allowed"))
 
     def _worker_of(self, job: Obj) -> tuple[str, ClusterClient] | web.Response:
         try:
@@ -261,8 +282,17 @@ class InspectApi:
             return found
         caller, name, client = found
         job = caller.job
+        details = pod_read_access(job["metadata"]["namespace"])
         try:
-            return web.json_response(await reads.worker_view(client, name, job))
+            full = await self._may(caller.user, details)
+        except ApiError as exc:
+            log.warning("inspect API: reviewing a caller failed: %s", exc)
+            return _error(503, f"could not review the caller: {exc}")
+        try:
+            if full:
+                return web.json_response(await reads.worker_view(client, name, job))
+            log.info("inspect API: %s may not %s: describe summary only", caller.username, describe_access(details))
+            return web.json_response(await reads.worker_summary(client, name, job, withheld(details)))
         except ApiError as exc:
             return _error(502, f"worker {name}: {exc}")
 

@@ -195,7 +195,9 @@ def format_describe(job: Obj, worker_view: dict[str, Any] | None, worker_problem
         lines.append(f"Copy:        {copy['namespace']}/{copy['name']} on {worker_view['worker']} (uid {copy['uid']})")
     lines.append("Status:")
     lines += side_by_side(job, {"status": copy["status"]} if copy else None)
-    if copy:
+    if copy and (worker_view or {}).get("withheld"):  # the inspect API's summary for a user who may not get pods
+        lines.append(f"Pods and events of the copy: withheld ({worker_view['withheld']})")  # type: ignore[index]
+    elif copy:
         lines.append(f"Pods of the copy (worker {worker_view['worker']}):")  # type: ignore[index]
         pods = worker_view.get("pods") or []  # type: ignore[union-attr]
         if not pods:

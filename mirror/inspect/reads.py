@@ -143,11 +143,22 @@ async def worker_view(worker: ClusterClient, worker_name: str, job: Obj) -> dict
     events = await worker_events(worker, copy, pods)
     return {
         "worker": worker_name,
-        "copy": {"name": copy["metadata"]["name"], "namespace": copy["metadata"]["namespace"],
-                 "uid": copy["metadata"]["uid"], "status": copy.get("status") or {}},
+        "copy": copy_summary(copy),
         "pods": [pod_summary(p) for p in sorted(pods, key=lambda p: p["metadata"]["name"])],
         "events": last_events(events),
     }
+
+
+def copy_summary(copy: Obj) -> dict[str, Any]:
+    return {"name": copy["metadata"]["name"], "namespace": copy["metadata"]["namespace"],
+            "uid": copy["metadata"]["uid"], "status": copy.get("status") or {}}
+
+
+async def worker_summary(worker: ClusterClient, worker_name: str, job: Obj, withheld: str) -> dict[str, Any]:
+    """What ``describe`` shows a caller who may not read the namespace's pods: the copy and its
+    status (what the manager Job mirrors anyway), no pods, nodes or events; ``withheld`` says why."""
+    copy = await find_copy(worker, job)
+    return {"worker": worker_name, "copy": None if copy is None else copy_summary(copy), "withheld": withheld}
 
 
 @dataclass(frozen=True)

@@ -80,14 +80,18 @@ async def service_account(admin: ClusterClient, ns: str, name: str, kubeconfig_o
 
 
 async def user(admin: ClusterClient, ns: str, name: str, kubeconfig_of: Path, dest: Path,
-               *, may_get_jobs_in: str | None, may_read_logs: bool = True) -> tuple[str, Path]:
+               *, may_get_jobs_in: str | None, may_read_logs: bool = True,
+               may_read_pods: bool | None = None) -> tuple[str, Path]:
     """A ServiceAccount user with a real token, optionally allowed to get/list Jobs in one namespace
-    (and, unless ``may_read_logs`` is false, to read pod logs there)."""
+    (and, unless ``may_read_logs`` is false, to read pod logs there; unless ``may_read_pods`` is
+    false — by default as ``may_read_logs`` — to get and list the pods there)."""
     rules: list[dict[str, Any]] = [
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]
     if may_read_logs:
         rules.append({"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]})
+    if may_read_logs if may_read_pods is None else may_read_pods:
+        rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]})
     return await service_account(admin, ns, name, kubeconfig_of, dest,
                                  {may_get_jobs_in: rules} if may_get_jobs_in else {})
 

@@ -1,6 +1,6 @@
 """The inspect API serves exactly what the caller may read, and no caller can starve the controller
-(issue 19 items 1 and 4), on real API servers: the manager's service proxy and real
-ServiceAccount tokens in front of the in-process controller, kwok workers whose fake
+(issue 19 items 1 and 4; describe's worker details, issue 32 item 9), on real API servers: the
+manager's service proxy and real ServiceAccount tokens in front of the in-process controller, kwok workers whose fake
 kubelet serves a container log and keeps ``follow`` streams open (clusterbed ClusterLogs).
 """
 
@@ -113,6 +113,39 @@ async def test_logs_need_the_right_to_read_pod_logs(client_for: ClientFor, clust
                                "on the manager", body
         status, body = await direct(f"{ip}:{port}", f"{base}/logs", alice)
         assert status == 200 and "kwok fake container log line 1" in body, (status, body)
+
+
+async def test_describe_shows_worker_details_only_to_who_may_read_pods(client_for: ClientFor, cluster: ClusterFn,
+                                                                        ns: str, tmp_path: Path) -> None:
+    """a user with ``get jobs`` only gets a summary (worker, copy, status) without pods, node names or
+    the worker's events; a user who may also get pods sees them all (issue 32 item 9)"""
+    ip = host_address()
+    async with mirror_env(client_for, cluster, ns, inspect_address=f"{ip}:0") as env:
+        ctrl = await env.start()
+        port = await inspect_up(ctrl)
+        mkc = env.clusters["manager"].kubeconfig
+        jobs_only, _ = await user(env.manager, ns, "jobs-only", mkc, tmp_path / "jobs-only", may_get_jobs_in=ns,
+                                  may_read_logs=False)
+        pod_reader, _ = await user(env.manager, ns, "pod-reader", mkc, tmp_path / "pod-reader", may_get_jobs_in=ns,
+                                   may_read_logs=False, may_read_pods=True)
+        await env.create(make_job("work", outcome="hang", annotations={ANNOTATION_PIN: "worker-1"}))
+        await running_on(env, ns, "work", "worker-1")
+        pods = (await env.workers["worker-1"].list(PODS, ns, label_selector="job-name=work"))["items"]
+        node = pods[0]["spec"]["nodeName"]
+        path = f"/v1/namespaces/{ns}/jobs/work/describe"
+
+        status, body = await direct(f"{ip}:{port}", path, jobs_only)
+        assert status == 200, (status, body)
+        assert body["worker"] == "worker-1" and body["copy"]["name"] == "work", body
+        assert "pods" not in body and "events" not in body, body
+        assert body["withheld"] == ("pods, their nodes and the events of the copy and its pods are shown to users "
+                                    f"who may get pods in namespace {ns} on the manager"), body
+        assert node not in str(body) and pods[0]["metadata"]["name"] not in str(body), body
+
+        status, body = await direct(f"{ip}:{port}", path, pod_reader)
+        assert status == 200 and "withheld" not in body, (status, body)
+        assert [p["node"] for p in body["pods"]] == [node], body
+        assert isinstance(body["events"], list), body
 
 
 @contextlib.asynccontextmanager
