@@ -33,8 +33,9 @@ _HUGE_NANO_DIGITS = 40
 
 _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}  # powers of two
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}  # powers of ten
-# Linear: no group repeats another that can match the same text.
-_FORM = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?")
+# Linear, and possessive digit runs: a long string that does not match fails without giving back
+# its digits one by one.
+_FORM = re.compile(r"([+-]?)([0-9]*+)(?:\.([0-9]*+))?(?:[eE]([+-]?)([0-9]++)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?")
 
 #: resources the scheduler compares in thousandths
 MILLI_RESOURCES = frozenset({"cpu"})
