@@ -134,8 +134,12 @@ class JobSetController:
     def install_crd(self) -> None:
         """The CRD alone, Established: enough for a cluster that must serve JobSets without running them."""
         _apply(self.cluster, "-f", str(crd_path(jobset_source(self.version))))
-        proc = self.cluster.kubectl("wait", "--for=condition=Established", "crd/jobsets.jobset.x-k8s.io",
-                                    "--timeout=60s", check=False)
+        for _ in range(20):  # a CRD just applied may have no status yet: kubectl wait then errors out at once
+            proc = self.cluster.kubectl("wait", "--for=condition=Established", "crd/jobsets.jobset.x-k8s.io",
+                                        "--timeout=60s", check=False)
+            if proc.returncode == 0:
+                break
+            time.sleep(0.5)
         if proc.returncode != 0:
             raise JobSetBedError(f"{self.cluster.name}: the JobSet CRD is not Established: {proc.stderr[-500:]}")
 

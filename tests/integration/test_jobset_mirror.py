@@ -1,0 +1,106 @@
+"""JobSet through the kind seam on real API servers: JobSet v0.12.0's controller in the manager and in
+both workers (clusterbed/jobset.py), the mirror with ``kinds: [Job, JobSet]``.
+
+The manager's JobSet controller runs too: it must leave a JobSet whose ``managedBy`` names jobmirror
+alone (it would otherwise create child Jobs in the manager), while the worker's runs the copy."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from clusterbed.cluster import ClusterSpec, LocalCluster
+from clusterbed.jobset import JobSetController
+from kruntime.client import ClusterClient
+from kruntime.resources import JOBS, Obj
+from mirror.jobsets.kind import JOBSETS
+from mirror.naming import ANNOTATION_CLUSTER, DEFAULT_CONTROLLER_NAME, LABEL_ORIGIN_UID
+from tests.conftest import MANAGER, WORKER_1, WORKER_2, wait_for
+from tests.integration.mirror_env import make_job, mirror_env
+
+pytestmark = pytest.mark.integration
+
+ClientFor = Callable[[ClusterSpec], Awaitable[ClusterClient]]
+ClusterFn = Callable[[ClusterSpec], LocalCluster]
+
+
+@pytest.fixture(scope="module")
+def jobset_controllers(cluster: ClusterFn, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """JobSet's controller in the manager and both workers for this module; stopped (and its webhooks
+    unregistered) after it, so the session's other tests run on the clusters as they were."""
+    work = Path(tmp_path_factory.mktemp("jobset"))
+    started: list[JobSetController] = []
+    try:
+        for spec in (MANAGER, WORKER_1, WORKER_2):
+            ctl = JobSetController(cluster(spec), work)
+            started.append(ctl)
+            ctl.start()
+        yield [c.cluster.name for c in started]
+    finally:
+        for ctl in started:
+            ctl.stop()
+
+
+def make_jobset(name: str, *, managed_by: str | None = DEFAULT_CONTROLLER_NAME) -> Obj:
+    """Two replicatedJobs, 1 x 1 and 2 x 2 pods, each pod succeeding after half a second on kwok."""
+    def rjob(rname: str, replicas: int, parallelism: int) -> Obj:
+        spec = make_job(rname, managed_by=None, completions=parallelism, parallelism=parallelism)["spec"]
+        return {"name": rname, "replicas": replicas, "template": {"spec": spec}}
+
+    spec: Obj = {"replicatedJobs": [rjob("leader", 1, 1), rjob("workers", 2, 2)]}
+    if managed_by:
+        spec["managedBy"] = managed_by
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name}, "spec": spec}
+
+
+def _true(obj: Obj | None, ctype: str) -> bool:
+    return any(c.get("type") == ctype and c.get("status") == "True"
+               for c in ((obj or {}).get("status") or {}).get("conditions") or [])
+
+
+async def test_a_jobset_completes_on_a_worker_and_on_the_manager(
+        client_for: ClientFor, cluster: ClusterFn, ns: str, jobset_controllers: list[str]) -> None:
+    async with mirror_env(client_for, cluster, ns, kinds=["Job", "JobSet"]) as env:
+        await env.start()
+        created = await env.manager.create(JOBSETS, ns, make_jobset("train"))
+        uid = created["metadata"]["uid"]
+
+        async def finished() -> Obj | None:
+            js = await env.manager.get(JOBSETS, ns, "train")
+            return js if (js.get("status") or {}).get("terminalState") else None
+
+        done = await wait_for(finished, timeout=120, what="the manager JobSet finished")
+        assert done["status"]["terminalState"] == "Completed" and _true(done, "Completed")
+        by_name = {r["name"]: r for r in done["status"].get("replicatedJobsStatus") or []}
+        assert (by_name["leader"]["succeeded"], by_name["workers"]["succeeded"]) == (1, 2)
+        worker = done["metadata"]["annotations"][ANNOTATION_CLUSTER]
+        assert worker in env.workers
+        # The manager's JobSet controller skipped it: no child Job in the manager, ever.
+        jobs, _ = await env.manager.list_all(JOBS, ns)
+        assert [j["metadata"]["name"] for j in jobs] == []
+
+        async def copy_gone() -> bool:
+            items, _ = await env.workers[worker].list_all(JOBSETS, ns, label_selector=f"{LABEL_ORIGIN_UID}={uid}")
+            return not items
+
+        await wait_for(copy_gone, timeout=60, what="the finished copy deleted from its worker")
+
+
+async def test_the_managers_jobset_controller_runs_an_unclaimed_jobset(
+        client_for: ClientFor, ns: str, jobset_controllers: list[str]) -> None:
+    """The control: with managedBy unset, JobSet in the manager (no nodes) makes the child Jobs itself."""
+    manager = await client_for(MANAGER)
+    from tests.conftest import ensure_namespace
+
+    await ensure_namespace(manager, ns)
+    await manager.create(JOBSETS, ns, make_jobset("theirs", managed_by=None))
+
+    async def children() -> list[str] | None:
+        jobs, _ = await manager.list_all(JOBS, ns)
+        names = sorted(j["metadata"]["name"] for j in jobs)
+        return names if len(names) == 3 else None
+
+    assert await wait_for(children, timeout=60, what="JobSet's child Jobs in the manager") == [
+        "theirs-leader-0", "theirs-workers-0", "theirs-workers-1"]
