@@ -95,9 +95,10 @@ class WaitingLine(Mapping[str, Waiting]):
     """The Jobs waiting in the manager for room, by uid, and in line per worker they could run on.
 
     Who is first for a worker, and which workers an older Job holds against a later one, are
-    answered from one heap per worker (stale entries dropped when they reach the top) instead of
-    a scan of every waiting Job: with thousands waiting, that scan on every placement and every
-    room change starved the event loop in the 10,000-Job run.
+    answered from two heaps per worker — all waiting Jobs, and those whose hold has not lapsed
+    (stale entries dropped when they reach the top) — instead of a scan of every waiting Job:
+    with thousands waiting, that scan on every placement and every room change starved the
+    event loop in the 10,000-Job run.
     """
 
     def __init__(self, jobs: Mapping[str, Waiting] | None = None, now: float = 0.0) -> None:
@@ -190,14 +191,16 @@ class WaitingLine(Mapping[str, Waiting]):
         return out
 
 
-def heads(waiting: WaitingLine, workers: Iterable[str]) -> list[str]:
-    """Per worker of ``workers``, the uid of the oldest Job waiting for it: the only one that may
-    take room appearing there (first come, first placed), so the one to look at again at once."""
+def heads(waiting: WaitingLine, workers: Iterable[str], now: float = 0.0, hold: float = math.inf) -> list[str]:
+    """Per worker of ``workers``, the uid of the oldest Job waiting for it: the one that may take
+    room appearing there first (first come, first placed), so the one to look at again at once —
+    and, when its hold has lapsed at ``now``, also the oldest Job whose hold has not: the first
+    no longer keeps it from that room (a blocker that never fits must not also take its wake)."""
     out: list[str] = []
     for w in sorted(set(workers)):
-        first = waiting.first(w)
-        if first is not None and first not in out:
-            out.append(first)
+        for uid in (waiting.first(w), waiting.holder(w, now, hold)):
+            if uid is not None and uid not in out:
+                out.append(uid)
     return out
 
 

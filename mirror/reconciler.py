@@ -1150,8 +1150,10 @@ class Reconciler:
             self.wake_heads(gone.could)  # it held these workers against the Jobs behind it
 
     def wake_heads(self, workers: Iterable[str]) -> None:
-        """Look again at once at the oldest Job waiting for each of ``workers`` (room may be there)."""
-        keys = [self._waiting[u].key for u in heads(self._waiting, workers)]
+        """Look again at once at the oldest Job waiting for each of ``workers`` (room may be there),
+        and at the oldest still holding it when the oldest's hold lapsed (placement.heads)."""
+        keys = [self._waiting[u].key
+                for u in heads(self._waiting, workers, time.monotonic(), self.cfg.head_of_line_hold)]
         if keys and self.wake is not None:
             self.wake(keys)
 

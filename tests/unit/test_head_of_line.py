@@ -191,6 +191,18 @@ def test_three_jobs_of_another_namespace_are_free_once_the_blocker_held_for_the_
     assert line.holder("w1", 120.0, 120.0) is None and line.first("w1") == "u-blocker"
 
 
+def test_room_appearing_wakes_the_first_in_line_and_the_oldest_still_holding_once_the_first_lapsed() -> None:
+    """A blocker that never fits stays first in line; when room appears it is looked at, and so is
+    the oldest Job whose hold has not lapsed (it may use the room the blocker cannot)."""
+    line = line_with_blocker(0.0)
+    line.add("u-small", Waiting(SMALL, frozenset({"w1"}), "b/small"), 100.0)
+    assert heads(line, ["w1"], 50.0, 120.0) == ["u-blocker"]  # the blocker still holds w1
+    assert heads(line, ["w1"], 130.0, 120.0) == ["u-blocker", "u-small"]
+    assert heads(line, ["w1", "w2"], 130.0, 120.0) == ["u-blocker", "u-small"]
+    assert heads(line, ["w1"], 300.0, 120.0) == ["u-blocker"]  # every hold lapsed: first come, first woken
+    assert heads(line, ["w1"]) == ["u-blocker"]  # unbounded: the first alone, as before
+
+
 def test_a_stream_of_blockers_holds_a_job_no_longer_than_its_own_bound() -> None:
     """Blockers of namespace a created before the small Job but waiting only from later on (a
     restart, a copy moved back to the manager) hold it at most 120 s after it began waiting."""
