@@ -35,7 +35,9 @@ POLICIES = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpo
 BINDINGS = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
                     "ValidatingAdmissionPolicyBinding", namespaced=False)
 SHIPPED_USER = "system:serviceaccount:jobmirror-system:jobmirror"
-JOB_RIGHTS = [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "update", "patch"]}]
+#: every Job right in the namespace, jobs/status included (as a role written with ``batch/*`` grants it)
+JOB_RIGHTS = [{"apiGroups": ["batch"], "resources": ["jobs", "jobs/status"],
+               "verbs": ["create", "get", "update", "patch"]}]
 
 
 @pytest.fixture
@@ -136,6 +138,53 @@ async def test_a_tenant_cannot_write_our_keys_on_a_job(client_for: ClientFor, cl
         current["metadata"]["labels"]["team"] = "c"
         await tenant.replace(JOBS, ns, "mine", current)
         await tenant.patch(JOBS, ns, "mine", {"metadata": {"annotations": {ANNOTATION_PIN: None}}})
+    finally:
+        await tenant.close()
+        await controller.close()
+
+
+async def test_a_tenant_cannot_write_our_keys_through_the_status_subresource(
+        client_for: ClientFor, cluster: ClusterFn, ns: str, tmp_path: Path, policy: str) -> None:
+    """a jobs/status write carries metadata (the status strategy resets only spec): a tenant's status
+    patch or replace that sets, changes or removes a jobmirror.dev/ key is refused (issue 32 item 6),
+    while one changing only their own label still lands"""
+    await ensure_namespace(await client_for(MANAGER), ns)
+    tenant = await as_account(client_for, cluster, ns, "tenant", tmp_path)
+    controller = await as_account(client_for, cluster, ns, "jobmirror", tmp_path)
+    try:
+        forged = make_job("probe", suspend=True)
+        forged["metadata"]["labels"] = {LABEL_ORIGIN_UID: "x"}
+
+        async def in_force() -> bool:
+            try:
+                await tenant.create(JOBS, ns, forged, dry_run=True)
+            except ApiError as exc:
+                return exc.status == 403
+            return False
+
+        await wait_for(in_force, timeout=30, what=f"{policy} enforced")
+        job = make_job("mine", suspend=True)
+        job["metadata"]["labels"] = {"team": "a"}
+        await tenant.create(JOBS, ns, job)
+        await controller.patch(JOBS, ns, "mine", {"metadata": {"labels": {LABEL_ORIGIN_UID: "mine-uid"},
+                                                                "annotations": {ANNOTATION_CLUSTER: "worker-1"}}})
+        # The status path reaches metadata: the tenant's own label changes through it.
+        await tenant.patch(JOBS, ns, "mine", {"metadata": {"labels": {"team": "b"}}}, subresource="status")
+        assert (await tenant.get(JOBS, ns, "mine"))["metadata"]["labels"]["team"] == "b"
+
+        await refused(tenant.patch(JOBS, ns, "mine", {"metadata": {"annotations": {ANNOTATION_CLUSTER: "worker-2"}}},
+                                   subresource="status"), f"annotation {ANNOTATION_CLUSTER}")
+        await refused(tenant.patch(JOBS, ns, "mine", {"metadata": {"labels": {LABEL_ORIGIN_UID: None}}},
+                                   subresource="status"), f"label {LABEL_ORIGIN_UID}")
+        await refused(tenant.patch(JOBS, ns, "mine", {"metadata": {"labels": {"jobmirror.dev/new": "x"}}},
+                                   subresource="status"), "label jobmirror.dev/new")
+        current = await tenant.get(JOBS, ns, "mine")
+        current["metadata"]["annotations"][ANNOTATION_CLUSTER] = "worker-2"
+        await refused(tenant.replace(JOBS, ns, "mine", current, subresource="status"),
+                      f"annotation {ANNOTATION_CLUSTER}")
+        after = await tenant.get(JOBS, ns, "mine")
+        assert after["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-1", after["metadata"]
+        assert after["metadata"]["labels"][LABEL_ORIGIN_UID] == "mine-uid", after["metadata"]
     finally:
         await tenant.close()
         await controller.close()
