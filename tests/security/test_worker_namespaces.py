@@ -96,3 +96,85 @@ async def test_only_allowed_worker_namespaces_are_used(client_for: ClientFor, cl
             with pytest.raises(ApiError) as exc:
                 await worker.get(NAMESPACES, None, outside)
             assert exc.value.not_found, (name, exc.value)
+
+
+def privileged_job(name: str, worker: str) -> Obj:
+    """A Job whose pod mounts the node's root privileged, pinned to ``worker``."""
+    job = make_job(name, outcome="hang", annotations={ANNOTATION_PIN: worker})
+    spec = job["spec"]["template"]["spec"]
+    spec["containers"][0]["securityContext"] = {"privileged": True}
+    spec["containers"][0]["volumeMounts"] = [{"name": "host", "mountPath": "/host"}]
+    spec["volumes"] = [{"name": "host", "hostPath": {"path": "/"}}]
+    return job
+
+
+async def copies_in(env: MirrorEnv, worker: str, ns: str) -> list[Obj]:
+    items, _ = await env.workers[worker].list_all(JOBS, ns, label_selector=f"{LABEL_ORIGIN}={env.origin}")
+    return items
+
+
+async def test_an_existing_worker_namespace_weaker_than_the_managers_gets_no_copy(
+        client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
+    """issue 32 item 5: the namespace exists on worker-1 unlabelled (privileged) while the manager's
+    enforces restricted: a privileged hostPath Job pinned there gets a NamespaceWeaker Warning and no
+    copy; worker-2's namespace enforcing restricted takes its copy; once worker-1's is labelled
+    restricted too, the copy is made there"""
+    strict = f"{ns}-strict"
+    await manager_namespace(client_for, strict, {"pod-security.kubernetes.io/enforce": "restricted"})
+    async with mirror_env(client_for, cluster, ns, namespaces=[strict]) as env:
+        await ensure_namespace(env.workers["worker-1"], strict)  # unlabelled: privileged
+        await env.workers["worker-2"].create(NAMESPACES, None, {"metadata": {
+            "name": strict, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+        await env.start()
+        await env.manager.create(JOBS, strict, privileged_job("root", "worker-1"))
+        await env.manager.create(JOBS, strict, make_job("fine", outcome="hang",
+                                                        annotations={ANNOTATION_PIN: "worker-2"}))
+
+        async def warned() -> Obj | None:
+            items, _ = await env.manager.list_all(EVENTS, strict, field_selector="involvedObject.name=root")
+            return next((e for e in items if e["reason"] == "NamespaceWeaker"), None)
+
+        event = await wait_for(warned, timeout=60, what="NamespaceWeaker on the Job pinned to worker-1")
+        assert event["type"] == "Warning", event
+        for said in ("worker-1", "'privileged'", "'restricted'", "unlabelled"):
+            assert said in event["message"], (said, event["message"])
+        await wait_for(lambda: copies_in(env, "worker-2", strict), timeout=60, what="the copy on worker-2")
+        await wait_syncs(5)
+        assert await copies_in(env, "worker-1", strict) == []
+
+        await env.workers["worker-1"].patch(NAMESPACES, None, strict, {"metadata": {"labels": {
+            "pod-security.kubernetes.io/enforce": "restricted"}}})
+        await wait_for(lambda: copies_in(env, "worker-1", strict), timeout=120,
+                       what="the copy on worker-1 once its namespace enforces restricted")
+
+
+async def test_default_and_kube_namespaces_are_used_only_when_named(client_for: ClientFor, cluster: ClusterFn,
+                                                                    ns: str) -> None:
+    """issue 32 item 5: ``default`` (which exists on every worker, unlabelled) gets no copy with an
+    empty workerNamespaces, nor with ``*``"""
+    name = f"{ns}-j"
+    async with mirror_env(client_for, cluster, ns, namespaces=["default"], worker_namespaces=["*"]) as env:
+        await env.start()
+        await env.manager.create(JOBS, "default", make_job(name, outcome="hang", annotations=PIN))
+        try:
+            async def told() -> Obj | None:
+                items, _ = await env.manager.list_all(EVENTS, "default", field_selector=f"involvedObject.name={name}")
+                return next((e for e in items if e["reason"] == "NamespaceNotAllowed"), None)
+
+            event = await wait_for(told, timeout=30, what="NamespaceNotAllowed on the Job in default")
+            assert "default" in event["message"] and "workerNamespaces" in event["message"], event
+            await wait_syncs(5)
+            for worker in env.workers:
+                assert [c for c in await copies_in(env, worker, "default")
+                        if c["metadata"]["name"] == name] == [], worker
+        finally:
+            await env.manager.delete(JOBS, "default", name)
+
+            async def gone() -> bool:
+                try:
+                    await env.manager.get(JOBS, "default", name)
+                except ApiError as exc:
+                    return exc.not_found
+                return False
+
+            await wait_for(gone, timeout=30, what=f"default/{name} deleted (its finalizer released)")
