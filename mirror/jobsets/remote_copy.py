@@ -42,26 +42,29 @@ def _user_labels(labels: Obj | None) -> Obj:
     return {k: v for k, v in _theirs(labels).items() if not _generated(k)}
 
 
-def _clean_template_labels(template: Obj) -> None:
-    """Drop generated labels and ours from one template's metadata, in place (a present map stays a
-    map): a child Job labelled as one of our copies would be taken for a copy by the worker's caches."""
+def _clean_template_labels(template: Obj, *, drop_ours: bool) -> None:
+    """Drop generated labels (and ours, with ``drop_ours``) from one template's metadata, in place
+    (a present map stays a map)."""
     md = template.get("metadata")
     if isinstance(md, dict) and isinstance(md.get("labels"), dict):
-        md["labels"] = {k: v for k, v in md["labels"].items() if not _generated(k) and not is_ours(k)}
+        md["labels"] = {k: v for k, v in md["labels"].items()
+                        if not _generated(k) and not (drop_ours and is_ours(k))}
 
 
 def sanitised_spec(spec: Obj) -> Obj:
     """The manager's spec as the worker's JobSet controller should run it: no managedBy, no TTL,
-    no label a controller generated in the manager (nor one of ours) on a Job or pod template."""
+    no label a controller generated in the manager on a Job or pod template, none of ours on a Job's."""
     out = {k: copy.deepcopy(v) for k, v in spec.items() if k not in _DROP_SPEC}
     for rjob in out.get("replicatedJobs") or []:
         job_template = rjob.get("template") if isinstance(rjob, dict) else None
         if not isinstance(job_template, dict):
             continue
-        _clean_template_labels(job_template)
+        # A child Job (of the mirrored Job kind) labelled as one of our copies would be taken for a
+        # copy by the worker's caches; its pods' labels stay the user's, as a Job copy's do.
+        _clean_template_labels(job_template, drop_ours=True)
         pod_template = (job_template.get("spec") or {}).get("template")
         if isinstance(pod_template, dict):
-            _clean_template_labels(pod_template)
+            _clean_template_labels(pod_template, drop_ours=False)
     return out
 
 

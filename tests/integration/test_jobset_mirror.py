@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from clusterbed.jobset import JobSetController
-from kruntime.client import ClusterClient
+from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, Obj
 from mirror.jobsets.kind import JOBSETS
 from mirror.naming import ANNOTATION_CLUSTER, DEFAULT_CONTROLLER_NAME, LABEL_ORIGIN_UID
 from tests.conftest import MANAGER, WORKER_1, WORKER_2, wait_for
-from tests.integration.mirror_env import make_job, mirror_env
+from tests.integration.mirror_env import make_job, mirror_env, wait_syncs
 
 pytestmark = pytest.mark.integration
 
@@ -43,13 +44,15 @@ def jobset_controllers(cluster: ClusterFn, tmp_path_factory: pytest.TempPathFact
             ctl.stop()
 
 
-def make_jobset(name: str, *, managed_by: str | None = DEFAULT_CONTROLLER_NAME) -> Obj:
-    """Two replicatedJobs, 1 x 1 and 2 x 2 pods, each pod succeeding after half a second on kwok."""
+def make_jobset(name: str, *, managed_by: str | None = DEFAULT_CONTROLLER_NAME, outcome: str = "succeed",
+                duration_ms: int = 500, **extra_spec: Any) -> Obj:
+    """Two replicatedJobs, 1 x 1 and 2 x 2 pods, each pod ending with ``outcome`` after ``duration_ms`` on kwok."""
     def rjob(rname: str, replicas: int, parallelism: int) -> Obj:
-        spec = make_job(rname, managed_by=None, completions=parallelism, parallelism=parallelism)["spec"]
+        spec = make_job(rname, managed_by=None, completions=parallelism, parallelism=parallelism, outcome=outcome,
+                        duration_ms=duration_ms, backoff_limit=0)["spec"]
         return {"name": rname, "replicas": replicas, "template": {"spec": spec}}
 
-    spec: Obj = {"replicatedJobs": [rjob("leader", 1, 1), rjob("workers", 2, 2)]}
+    spec: Obj = {"replicatedJobs": [rjob("leader", 1, 1), rjob("workers", 2, 2)], **extra_spec}
     if managed_by:
         spec["managedBy"] = managed_by
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name}, "spec": spec}
@@ -86,6 +89,67 @@ async def test_a_jobset_completes_on_a_worker_and_on_the_manager(
             return not items
 
         await wait_for(copy_gone, timeout=60, what="the finished copy deleted from its worker")
+
+
+async def _terminal(env: Any, name: str, timeout: float = 120) -> Obj:
+    async def finished() -> Obj | None:
+        js = await env.manager.get(JOBSETS, env.ns, name)
+        return js if (js.get("status") or {}).get("terminalState") else None
+
+    return await wait_for(finished, timeout=timeout, what=f"the manager JobSet {name} finished")  # type: ignore[no-any-return]
+
+
+async def _copies(env: Any, uid: str) -> dict[str, Obj]:
+    out = {}
+    for wname, c in env.workers.items():
+        items, _ = await c.list_all(JOBSETS, env.ns, label_selector=f"{LABEL_ORIGIN_UID}={uid}")
+        if items:
+            out[wname] = items[0]
+    return out
+
+
+async def test_a_failing_jobset_fails_with_its_restarts_and_reason(
+        client_for: ClientFor, cluster: ClusterFn, ns: str, jobset_controllers: list[str]) -> None:
+    async with mirror_env(client_for, cluster, ns, kinds=["Job", "JobSet"]) as env:
+        await env.start()
+        await env.manager.create(JOBSETS, ns, make_jobset("broken", outcome="fail", duration_ms=200,
+                                                          failurePolicy={"maxRestarts": 1}))
+        done = await _terminal(env, "broken")
+        assert done["status"]["terminalState"] == "Failed" and _true(done, "Failed") and not _true(done, "Completed")
+        failed = next(c for c in done["status"]["conditions"] if c["type"] == "Failed")
+        assert failed["reason"] == "ReachedMaxRestarts"
+        assert done["status"]["restarts"] == 1
+
+
+async def test_a_suspended_jobset_waits_in_the_manager_until_resumed(
+        client_for: ClientFor, cluster: ClusterFn, ns: str, jobset_controllers: list[str]) -> None:
+    async with mirror_env(client_for, cluster, ns, kinds=["Job", "JobSet"]) as env:
+        await env.start()
+        created = await env.manager.create(JOBSETS, ns, make_jobset("held", suspend=True))
+        await wait_syncs(3)
+        assert await _copies(env, created["metadata"]["uid"]) == {}
+        await env.manager.patch(JOBSETS, ns, "held", {"spec": {"suspend": False}})
+        done = await _terminal(env, "held")
+        assert done["status"]["terminalState"] == "Completed"
+
+
+async def test_deleting_a_running_jobset_deletes_its_copy(
+        client_for: ClientFor, cluster: ClusterFn, ns: str, jobset_controllers: list[str]) -> None:
+    async with mirror_env(client_for, cluster, ns, kinds=["Job", "JobSet"]) as env:
+        await env.start()
+        created = await env.manager.create(JOBSETS, ns, make_jobset("long", duration_ms=600_000))
+        uid = created["metadata"]["uid"]
+        await wait_for(lambda: _copies(env, uid), timeout=60, what="a copy on a worker")
+        await env.manager.delete(JOBSETS, ns, "long")
+
+        async def gone() -> bool:
+            try:
+                await env.manager.get(JOBSETS, ns, "long")
+                return False
+            except ApiError as exc:
+                return exc.not_found and not await _copies(env, uid)
+
+        await wait_for(gone, timeout=60, what="the JobSet and its copy deleted")
 
 
 async def test_the_managers_jobset_controller_runs_an_unclaimed_jobset(

@@ -83,7 +83,8 @@ def test_the_copy_is_sanitised_and_stamped() -> None:
     manager["spec"]["replicatedJobs"][0]["template"]["metadata"] = {
         "labels": {"jobset.sigs.k8s.io/jobset-uid": "old", "keep": "1", "jobmirror.dev/origin": "forged"}}
     pod_labels = manager["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["labels"]
-    pod_labels.update({"batch.kubernetes.io/controller-uid": "old", "jobset.sigs.k8s.io/jobset-name": "train"})
+    pod_labels.update({"batch.kubernetes.io/controller-uid": "old", "jobset.sigs.k8s.io/jobset-name": "train",
+                       "jobmirror.dev/kwok-outcome": "fail"})
     manager["status"] = {"restarts": 3}
     out = copy_of(manager)
     md = out["metadata"]
@@ -98,7 +99,7 @@ def test_the_copy_is_sanitised_and_stamped() -> None:
     assert "status" not in out
     first = out["spec"]["replicatedJobs"][0]["template"]
     assert first["metadata"]["labels"] == {"keep": "1"}
-    assert first["spec"]["template"]["metadata"]["labels"] == {"app": "t"}
+    assert first["spec"]["template"]["metadata"]["labels"] == {"app": "t", "jobmirror.dev/kwok-outcome": "fail"}
     assert is_copy_of("JobSet", {**out, "metadata": {**md, "uid": "x"}}, manager, origin=ORIGIN)
     assert manager["spec"]["managedBy"] == CONTROLLER  # the manager object is not touched
 
