@@ -17,7 +17,7 @@ from clusterbed.jobset import JobSetController
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, Obj
 from mirror.jobsets.kind import JOBSETS
-from mirror.naming import ANNOTATION_CLUSTER, DEFAULT_CONTROLLER_NAME, LABEL_ORIGIN_UID
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, DEFAULT_CONTROLLER_NAME, LABEL_ORIGIN_UID
 from tests.conftest import MANAGER, WORKER_1, WORKER_2, wait_for
 from tests.integration.mirror_env import make_job, mirror_env, wait_syncs
 
@@ -150,6 +150,40 @@ async def test_deleting_a_running_jobset_deletes_its_copy(
                 return exc.not_found and not await _copies(env, uid)
 
         await wait_for(gone, timeout=60, what="the JobSet and its copy deleted")
+
+
+async def test_a_jobset_on_a_lost_worker_is_redispatched(
+        client_for: ClientFor, cluster: ClusterFn, ns: str, jobset_controllers: list[str]) -> None:
+    async with mirror_env(client_for, cluster, ns, kinds=["Job", "JobSet"], worker_lost_timeout=6.0) as env:
+        env.expect_errors("transport", "conflict")  # worker-1 stopped; the test unpins the JobSet
+        await env.start()
+        w1 = env.clusters["worker-1"]
+        js = make_jobset("moved", duration_ms=4000)
+        js["metadata"]["annotations"] = {ANNOTATION_PIN: "worker-1"}
+        created = await env.manager.create(JOBSETS, ns, js)
+        uid = created["metadata"]["uid"]
+
+        async def running_on_w1() -> bool:
+            got = await env.manager.get(JOBSETS, ns, "moved")
+            return any(r.get("active") for r in (got.get("status") or {}).get("replicatedJobsStatus") or [])
+
+        await wait_for(running_on_w1, timeout=60, what="running on worker-1")
+        await env.manager.patch(JOBSETS, ns, "moved", {"metadata": {"annotations": {ANNOTATION_PIN: None}}})
+        w1.stop()
+        try:
+            await env.wait_event("moved", "WorkerLost", timeout=60)
+            await env.wait_event("moved", "Redispatched", timeout=30)
+            done = await _terminal(env, "moved")
+            assert done["status"]["terminalState"] == "Completed"
+            assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-2"
+        finally:
+            w1.start()
+
+        async def stale_removed() -> bool:
+            items, _ = await env.workers["worker-1"].list_all(JOBSETS, ns, label_selector=f"{LABEL_ORIGIN_UID}={uid}")
+            return not items
+
+        await wait_for(stale_removed, timeout=60, what="the stale copy on the returned worker-1 deleted")
 
 
 async def test_the_managers_jobset_controller_runs_an_unclaimed_jobset(
