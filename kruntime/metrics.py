@@ -8,6 +8,11 @@ API_REQUESTS = Counter(
     "jobmirror_runtime_api_requests_total", "API requests sent, by cluster, verb and HTTP code",
     ["cluster", "verb", "code"],
 )
+RATE_LIMIT_WAIT = Histogram(
+    "jobmirror_runtime_rate_limiter_wait_seconds", "How long a request waited for its client's QPS/burst token "
+    "before it was sent, by cluster and client purpose (kept apart from a worker's slowness: issue 38)",
+    ["cluster", "purpose"], buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+)
 WATCH_RESTARTS = Counter(
     "jobmirror_runtime_watch_restarts_total", "Informer watch restarts, by cluster, resource and reason",
     ["cluster", "resource", "reason"],

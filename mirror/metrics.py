@@ -35,6 +35,13 @@ WORKER_SLOW_CALLS = Counter("jobmirror_worker_slow_calls_total", "Calls to a wor
 WORKER_CALLS_DETACHED = Counter("jobmirror_worker_calls_detached_total", "Worker calls left to finish on their own "
                                 "because they outlasted slowCallSeconds (their reconcile slot went to other Jobs)",
                                 ["worker"])
+WORKER_BUSY = Counter("jobmirror_worker_busy_total", "Passes that ended without their worker call, to come back later, "
+                      "by why: rate_limited (the worker client's next token is far off: parked until its turn), "
+                      "in_flight (the worker's share of calls is taken), slow_slots (slow, and the slow workers' "
+                      "shared slots are taken), detached (a call outlasted slowCallSeconds), call_pending (a detached "
+                      "call of an earlier pass has not ended)", ["worker", "reason"])
+WORKER_PARKED = Gauge("jobmirror_worker_parked_jobs", "Jobs parked until their turn for a token of the worker's "
+                      "rate-limited client (qps/burst), not re-polled meanwhile", ["worker"])
 WORKER_IDENTITY_FAILURES = Counter("jobmirror_worker_identity_failures_total", "Failed reads of a held worker's "
                                    "cluster identity (it stays unused until one succeeds)", ["worker"])
 GC_UNPROVEN = Gauge("jobmirror_gc_unproven_copies", "Copies with our origin label kept by the last GC round because "

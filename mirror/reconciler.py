@@ -266,13 +266,18 @@ class Reconciler:
             await self.release_if_unclaimed(job)
             return None
         uid = job["metadata"]["uid"]
-        if self.calls.busy(uid):
+        pending = self.calls.pending_on(uid)
+        if pending is not None:
+            metrics.WORKER_BUSY.labels(pending, "call_pending").inc()
             return 1.0  # a slow worker has not answered this Job's last call yet: read its outcome after
         with metrics.SYNC_LATENCY.time(), self.calls.on_behalf_of(uid):
             try:
                 return await self._reconcile(job)
             except WorkerBusy as busy:
-                return busy.retry_after  # not a failure: that worker's share of slots is taken; no backoff growth
+                # Not a failure, no backoff growth: parked until that worker's token is near, or its
+                # share of slots is taken (jobmirror_worker_busy_total says which, and how often).
+                metrics.WORKER_BUSY.labels(busy.worker, busy.reason).inc()
+                return busy.retry_after
             except ApiError as exc:
                 metrics.RECONCILE_ERRORS.labels("conflict" if exc.conflict else
                                                 "transport" if exc.status == 0 else f"http_{exc.status}").inc()
@@ -736,9 +741,12 @@ class Reconciler:
                                 tenancy.not_allowed_reason(ns, self.cfg.worker_namespaces))
             return None
         await self._check_posture(worker, ns)
-        self._attempted[worker.name].add(job["metadata"]["uid"])
+        attempted, uid = self._attempted[worker.name], job["metadata"]["uid"]
         try:
-            return await self.calls.call(worker, worker.client.create(self.resource, ns, body))
+            # Counted as attempted only once the create is sent: a pass parked or turned away before
+            # sent nothing, and the worker's synced cache still answers for it without a GET (issue 38).
+            return await self.calls.call(worker, worker.client.create(self.resource, ns, body),
+                                         on_sent=lambda: attempted.add(uid))
         except ApiError as exc:
             if not _missing_namespace(exc):
                 raise

@@ -26,21 +26,30 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer
+from kruntime.ratelimit import TokenWait, measuring, service_seconds
 from kruntime.resources import Obj, key_of
 from mirror import identity, metrics
 from mirror.config import Worker
 from mirror.kinds import MirroredKind
+from mirror.worker_line import TokenLine
 
 log = logging.getLogger(__name__)
 
 class WorkerBusy(Exception):
-    """The worker already has its share of in-flight calls; try this Job again in ``retry_after`` s."""
+    """The worker cannot take this call now; try this Job again in ``retry_after`` s.
+
+    ``reason`` says why (``jobmirror_worker_busy_total``): ``rate_limited`` (its client's token is
+    far off: the Job is parked until its turn), ``in_flight`` (its share of calls is taken),
+    ``slow_slots`` (slow, and the slow workers' shared slots are taken), ``detached`` (a call
+    outlasted slowCallSeconds and goes on by itself). ``sent``: the request may have gone out.
+    """
 
     expected = True
 
-    def __init__(self, worker: str, retry_after: float = 0.5) -> None:
+    def __init__(self, worker: str, retry_after: float = 0.5, *, reason: str = "in_flight",
+                 sent: bool = False) -> None:
         super().__init__(worker)
-        self.retry_after = retry_after
+        self.worker, self.retry_after, self.reason, self.sent = worker, retry_after, reason, sent
 
 
 #: Informer index of copies by the uid of the manager object they came from.
@@ -135,7 +144,9 @@ class WorkerCluster:
         self.slow_after, self.slow_hold = slow_after, slow_hold
         #: shared by every worker's calls while it is slow (the controller passes one to all)
         self.slow_slots = slow_slots or asyncio.Semaphore(max_in_flight)
-        self._calls: dict[int, float] = {}  # in-flight call -> its start
+        self._calls: dict[int, tuple[float, TokenWait]] = {}  # in-flight call -> its start, its token wait
+        #: Jobs parked while this worker's client has too many calls queued for tokens (worker_line)
+        self.line = TokenLine(slow_after / 2)
         self._slow_until = 0.0
         self._slow_reason = ""
         #: set once the first probe has answered either way, so the first placements see every worker
@@ -196,7 +207,8 @@ class WorkerCluster:
     def slow(self) -> str | None:
         """Why this worker counts as slow now, or None."""
         now = self.clock()
-        oldest = min(self._calls.values(), default=now)
+        # A call still waiting for its client's token has not reached the worker: not its slowness.
+        oldest = min((started + w.seconds for started, w in self._calls.values() if not w.queueing), default=now)
         if now - oldest > self.slow_after:
             return f"a call has been waiting {now - oldest:.1f}s (slow above {self.slow_after:g}s)"
         return self._slow_reason if now < self._slow_until else None
@@ -213,10 +225,14 @@ class WorkerCluster:
         metrics.WORKER_SLOW.labels(self.name).set(1 if self.slow() else 0)
 
     @contextlib.asynccontextmanager
-    async def call_slot(self, what: str = "a call", wait: float = 1.0) -> AsyncIterator[None]:
+    async def call_slot(self, what: str = "a call", wait: float = 1.0,
+                        tokens: TokenWait | None = None) -> AsyncIterator[TokenWait]:
         """One in-flight call to this worker: its own share of slots, and while it is slow also
         one of the shared slow slots. Raises :class:`WorkerBusy` after ``wait`` seconds without one
-        (at once for a slow worker: waiting for it is what must not tie up reconcile slots)."""
+        (at once for a slow worker: waiting for it is what must not tie up reconcile slots).
+
+        Yields the call's token wait (``tokens``, or a new one): the requests made in the block
+        count their wait for the client's token there, and the call is timed without it."""
         shared = self.slow() is not None
         wait, retry = (0.0, 2.0) if shared else (wait, 0.5)
         try:
@@ -230,14 +246,17 @@ class WorkerCluster:
                     async with asyncio.timeout(wait):
                         await self.slow_slots.acquire()
                 except TimeoutError:
-                    raise WorkerBusy(self.name, retry) from None
-            token = object()
-            started = self._calls[id(token)] = self.clock()
+                    raise WorkerBusy(self.name, retry, reason="slow_slots") from None
+            key = object()
+            started = self.clock()
+            tokens = tokens if tokens is not None else TokenWait()
+            self._calls[id(key)] = (started, tokens)
             try:
-                yield
+                with measuring(tokens):
+                    yield tokens
             finally:
-                del self._calls[id(token)]
-                self._took(self.clock() - started, what)
+                del self._calls[id(key)]
+                self._took(service_seconds(self.clock() - started, tokens.seconds), what)
                 if shared:
                     self.slow_slots.release()
         finally:
@@ -275,10 +294,10 @@ class WorkerCluster:
                 before_sleep=before_sleep,
                 reraise=True,
             ):
-                with attempt:
+                with attempt, measuring() as tokens:
                     started = self.clock()
                     await self.client.request("GET", "/readyz", timeout=min(self.client.timeout, 5.0))
-                    self._took(self.clock() - started, "the /readyz probe")
+                    self._took(service_seconds(self.clock() - started, tokens.seconds), "the /readyz probe")
         except ApiError as exc:
             metrics.HEALTH_PROBE_FAILURES.labels(self.name).inc()
             self._set_health(False, str(exc))

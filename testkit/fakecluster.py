@@ -404,6 +404,8 @@ class FakeClusterClient(ClusterClient):
         self.name = name
         self.server = server
         self.limiter = TokenBucket(1e6, 1_000_000)
+        self.requests_sent = 0
+        self.token_wait_seconds = 0.0
         self.timeout = 5.0
         self.field_manager = None
         self.write_gate = None
@@ -427,6 +429,7 @@ class FakeClusterClient(ClusterClient):
         verb = method.upper()
         self._check_gate(verb, path)
         query = {k: v for k, v in (kw.get("query") or {}).items() if v is not None}
+        await self._take_token()  # a test may give it a real limit (limiter)
         await asyncio.sleep(0)  # a real call always yields to the loop
         try:
             return self.server.handle(verb, path, query, copy.deepcopy(kw.get("body")),
