@@ -25,6 +25,7 @@ workers only when ``workerNamespaces`` names them (:func:`may_use`).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from fnmatch import fnmatchcase
@@ -107,19 +108,35 @@ def worker_namespace(name: str, manager_namespace: Obj, *, extra: Sequence[str],
 
 class RecentNamespaces:
     """Namespaces read in the last ``ttl`` seconds, by cluster: a burst of Jobs in one namespace
-    costs one read of it per cluster, not one per copy. A read that fails is not kept."""
+    costs one read of it per cluster, not one per copy — passes that ask while a read is under way
+    wait for that read instead of sending their own. A read that fails is not kept."""
 
     def __init__(self, ttl: float = 30.0, clock: Callable[[], float] = time.monotonic, most: int = 4096) -> None:
         self.ttl, self.clock, self.most = ttl, clock, most
         self._seen: dict[tuple[str, str], tuple[float, Obj]] = {}
+        self._reading: dict[tuple[str, str], asyncio.Future[Obj]] = {}
 
     async def get(self, cluster: str, name: str, read: Callable[[], Awaitable[Obj]]) -> Obj:
-        now = self.clock()
-        hit = self._seen.get((cluster, name))
-        if hit is not None and now - hit[0] < self.ttl:
+        key = (cluster, name)
+        hit = self._seen.get(key)
+        if hit is not None and self.clock() - hit[0] < self.ttl:
             return hit[1]
-        obj = await read()
+        pending = self._reading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[Obj] = asyncio.get_running_loop().create_future()
+        self._reading[key] = future
+        try:
+            obj = await read()
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: a read nobody else waited for is not "never retrieved"
+            raise
+        finally:
+            self._reading.pop(key, None)
+        future.set_result(obj)
+        now = self.clock()
         if len(self._seen) >= self.most:
             self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self.ttl}
-        self._seen[(cluster, name)] = (now, obj)
+        self._seen[key] = (now, obj)
         return obj

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -172,6 +173,44 @@ async def test_a_failed_read_is_not_kept() -> None:
         with pytest.raises(ApiError):
             await recent.get("w1", "team-a", missing)
     assert calls == 2
+
+
+async def test_passes_asking_while_a_read_is_under_way_share_it() -> None:
+    recent = RecentNamespaces()
+    reads = 0
+    gate = asyncio.Event()
+
+    async def read() -> Obj:
+        nonlocal reads
+        reads += 1
+        await gate.wait()
+        return namespace("baseline")
+
+    waiting = [asyncio.create_task(recent.get("w1", "team-a", read)) for _ in range(20)]
+    await asyncio.sleep(0)
+    gate.set()
+    got = await asyncio.gather(*waiting)
+    assert reads == 1 and all(g == got[0] for g in got)
+
+
+async def test_a_failed_shared_read_fails_every_waiter_and_is_not_kept() -> None:
+    recent = RecentNamespaces()
+    gate = asyncio.Event()
+
+    async def missing() -> Obj:
+        await gate.wait()
+        raise ApiError(404, "NotFound", "no", {})
+
+    waiting = [asyncio.create_task(recent.get("w1", "team-a", missing)) for _ in range(3)]
+    await asyncio.sleep(0)
+    gate.set()
+    results = await asyncio.gather(*waiting, return_exceptions=True)
+    assert all(isinstance(r, ApiError) for r in results)
+    assert await recent.get("w1", "team-a", _ns_baseline) == namespace("baseline")
+
+
+async def _ns_baseline() -> Obj:
+    return namespace("baseline")
 
 
 # -- through the reconciler, on fake servers ------------------------------------------------------
