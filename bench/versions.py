@@ -168,6 +168,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# jobmirror version matrix",
         "",
+        # docs/versions.md includes the section below (pymdownx.snippets): one copy of the table
+        "<!-- --8<-- [start:matrix] -->",
         f"{result['date']}, commit `{(result['git'].get('commit') or '?')[:10]}`"
         + (" (dirty tree)" if result["git"].get("dirty") else "") + f", {result['machine'].get('cores')} cores; "
         f"`{result['command']}`; {result['seconds']:.0f} s.",
@@ -193,7 +195,7 @@ def markdown(result: dict[str, Any]) -> str:
                   "", *_grid(result, _note_cell("suspend-resume", "copyStartTimeWhileSuspended")), ""]
     lines += ["Seconds of each combination's journeys (all at once: the slowest decides; cluster starts not "
               "included):", "", *_grid(result, lambda c: "-" if c.get("error") else f"{c['journeysSeconds']:.0f}"),
-              ""]
+              "", "<!-- --8<-- [end:matrix] -->", ""]
     return "\n".join(lines)
 
 

@@ -3,6 +3,7 @@ bench/journeys.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,8 @@ from bench import journeys
 from bench import versions as vm
 from clusterbed import versions
 from testkit.status_sequences import sample_sequences
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_parse_versions_takes_supported_releases_and_bare_minors() -> None:
@@ -88,6 +91,16 @@ def test_markdown_table_rows_are_managers_columns_workers_in_release_order() -> 
     assert "| **1.37.2** | recreated | in place |" in md  # how each worker took the re-admission
     assert "suspend-resume" not in md.split("passed.")[-1]  # no grid for a journey that did not run
     assert "- manager 1.37.2 x worker 1.33.7 · status-replay failed" in md
+
+
+def test_the_docs_include_the_reports_matrix_section_the_bench_writes() -> None:
+    """docs/versions.md shows results/versions.md's section, not a copy that can drift (issue 33)."""
+    md = vm.markdown(_doc())
+    start, end = "<!-- --8<-- [start:matrix] -->", "<!-- --8<-- [end:matrix] -->"
+    assert md.index(start) < md.index("| manager \\ worker") < md.index(end)
+    committed = (ROOT / "results" / "versions.md").read_text()
+    assert start in committed and end in committed
+    assert '--8<-- "results/versions.md:matrix"' in (ROOT / "docs" / "versions.md").read_text()
 
 
 def test_replayed_histories_are_the_same_for_the_same_seed() -> None:
