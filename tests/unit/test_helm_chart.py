@@ -252,6 +252,14 @@ def test_toggles(helm: Path, tmp_path: Path) -> None:
                                                             {"requests": {"cpu": "1", "memory": "128Mi"}})
 
 
+def test_a_one_worker_install_ships_only_its_workers_kubeconfig(helm: Path, tmp_path: Path) -> None:
+    """the example worker-2 key the defaults merge in never reaches the Secret (issue 33)"""
+    text = "apiVersion: v1\nkind: Config\n"
+    values = {"workers": [{"name": "prod-1"}], "workerKubeconfigs": {"kubeconfigs": {"prod-1.kubeconfig": text}}}
+    secret = next(o for o in render(helm, values, tmp=tmp_path) if o["kind"] == "Secret")
+    assert secret["stringData"] == {"prod-1.kubeconfig": text}
+
+
 def test_config_change_rolls_the_pods(helm: Path, tmp_path: Path) -> None:
     """a different config gives a different checksum/config Pod annotation"""
     def checksum(values: Obj | None) -> str:
