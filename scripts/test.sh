@@ -78,10 +78,11 @@ if [ "$brc_build" -ne 0 ]; then
   exit 1
 fi
 phase "bootstrap: Kubernetes v$(.venv/bin/python -c 'from clusterbed import versions; print(versions.KUBE_VERSION)') in full, etcd, kwok, helm" "$t"
-# The corners' API servers build beside the local tiers; the tests that need them run last
+# The corners' control planes build beside the local tiers; the tests that need them run last
 # (tests/conftest.py) and wait for this build under its lock if they get there first.
 corners_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-corners.XXXXXX")
-.venv/bin/python -m clusterbed.build --corners-only >"$corners_log" 2>&1 &
+# ... and JobSet, for the JobSet kind's integration tests.
+.venv/bin/python -m clusterbed.build --corners-only --jobset >"$corners_log" 2>&1 &
 corners_pid=$!
 irc=0
 wait "$images_pid" || irc=$?

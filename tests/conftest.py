@@ -92,7 +92,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # Tests on another release than the default run last: `make test` builds those releases'
     # API servers beside the tests that need the default one alone (scripts/test.sh), and a test
     # that gets there first waits for that build under its lock instead of building it twice.
-    items.sort(key=lambda item: item.get_closest_marker("other_releases") is not None)
+    items.sort(key=lambda item: item.get_closest_marker("built_beside") is not None)
 
 
 __all__ = ["ensure_namespace", "wait_for"]

@@ -27,7 +27,7 @@ from mirror.jobs.status_translation import desired_manager_status
 from tests.conftest import apiserver_at
 from tests.unit.test_bench_floor import FINAL_IDS, FINAL_WORKER_STATUSES
 
-pytestmark = [pytest.mark.integration, pytest.mark.other_releases]
+pytestmark = [pytest.mark.integration, pytest.mark.built_beside]
 
 NS = f"floor-{uuid.uuid4().hex[:6]}"
 

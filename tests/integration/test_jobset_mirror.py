@@ -21,7 +21,7 @@ from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, DEFAULT_CONTROLLER
 from tests.conftest import MANAGER, WORKER_1, WORKER_2, wait_for
 from tests.integration.mirror_env import make_job, mirror_env, wait_syncs
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.built_beside]
 
 ClientFor = Callable[[ClusterSpec], Awaitable[ClusterClient]]
 ClusterFn = Callable[[ClusterSpec], LocalCluster]

@@ -25,7 +25,7 @@ from testkit.status_sequences import WorkerSequence, replay, worker_sequences
 from testkit.waiting import ensure_namespace
 from tests.conftest import apiserver_at
 
-pytestmark = [pytest.mark.integration, pytest.mark.other_releases]
+pytestmark = [pytest.mark.integration, pytest.mark.built_beside]
 
 NS = f"replay-{uuid.uuid4().hex[:6]}"
 

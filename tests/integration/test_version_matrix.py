@@ -21,7 +21,7 @@ from clusterbed import versions
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from tests.conftest import MANAGER, WORKER_1
 
-pytestmark = [pytest.mark.integration, pytest.mark.other_releases]
+pytestmark = [pytest.mark.integration, pytest.mark.built_beside]
 
 
 def _spec(role: str, version: str) -> ClusterSpec:
