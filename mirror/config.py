@@ -314,7 +314,8 @@ class Config(BaseSettings):
         "pods get in the workers, see deploy/worker/)."))
     kinds: list[Literal["Job", "JobSet"]] = Field(["Job"], min_length=1, description=(
         "The kinds mirrored: `Job` (batch/v1) and `JobSet` (jobset.x-k8s.io/v1alpha2: the manager must serve "
-        "its CRD, every worker run JobSet, and the RBAC must grant jobsets)."))
+        "its CRD, every worker run JobSet, and the RBAC must grant jobsets). JobSet is a preview: the shipped "
+        "RBAC (deploy/, the chart) does not grant jobsets yet and `kubectl jobmirror` shows Jobs only."))
     unschedulable_timeout: float = Field(300.0, gt=0, description=(
         "Seconds a copy's pod may stay unschedulable before a CopyUnschedulable event (and, with RoomAware, "
         "an unpinned copy that never started is moved)."))
