@@ -158,7 +158,7 @@ CHECK_CASES: dict[str, tuple[Callable[[dict[str, Path], Path], Path], int, list[
                            [r"worker-2: kubeconfig \S*no-such-dir/worker-2\.kubeconfig: file not found"]),
     "unreachable-cluster": (_unreachable, 1, [f"worker-2 .*ok .*{VERSION}"],
                             [r"worker-1: kubeconfig \S*dead\.kubeconfig loads but the cluster does not answer"]),
-    "broken-yaml": (_broken_yaml, 2, [], [r"broken\.yaml: not valid YAML"]),
+    "broken-yaml": (_broken_yaml, 2, [], [r"broken\.yaml: line 2, column 3: not valid YAML"]),
     "bad-field": (_bad_field, 2, [], [r"error: \S*bad-field\.yaml: resyncPeriod: must be greater than 0, got -3"]),
     "unknown-field": (_unknown_field, 2, [], [r"error: \S*unknown-field\.yaml: workerLostTimout: unknown key; did you "
                                               r"mean 'workerLostTimeout'\?"]),

@@ -216,6 +216,7 @@ async def test_chart_monitoring_objects_pass_server_side_validation(monitoring_c
     await ensure_namespace(await client_for(MANAGER), ns)
     rendered = _run(build.build_helm(), "template", "jobmirror", ROOT / "deploy" / "helm" / "jobmirror", "-n", ns,
                     "--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true",
+                    "--set", "networkPolicy.enabled=false",
                     "--show-only", "templates/servicemonitor.yaml", "--show-only", "templates/prometheusrule.yaml",
                     "--show-only", "templates/grafana-dashboard.yaml")
     assert rendered.returncode == 0, rendered.stderr
