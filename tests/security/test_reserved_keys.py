@@ -92,6 +92,19 @@ async def refused(call: Awaitable[Any], *keys: str) -> None:
         assert key in exc.value.message, (key, exc.value.message)
 
 
+async def _until_enforced(tenant: ClusterClient, ns: str, forged: Obj, policy: str) -> None:
+    """The API server starts enforcing a new binding within a second or so: wait until ``forged``
+    (a dry run) is refused."""
+    async def in_force() -> bool:
+        try:
+            await tenant.create(JOBS, ns, forged, dry_run=True)
+        except ApiError as exc:
+            return exc.status == 403
+        return False
+
+    await wait_for(in_force, timeout=30, what=f"{policy} enforced")
+
+
 async def test_a_tenant_cannot_write_our_keys_on_a_job(client_for: ClientFor, cluster: ClusterFn, ns: str,
                                                        tmp_path: Path, policy: str) -> None:
     """create with, add, change and remove jobmirror.dev/ labels and annotations: refused for a tenant
@@ -104,14 +117,7 @@ async def test_a_tenant_cannot_write_our_keys_on_a_job(client_for: ClientFor, cl
         forged["metadata"]["labels"] = {LABEL_ORIGIN_UID: "someone-elses-uid"}
         forged["metadata"]["annotations"] = {ANNOTATION_CLUSTER: "worker-1"}
 
-        async def in_force() -> bool:  # the API server starts enforcing a new binding within a second or so
-            try:
-                await tenant.create(JOBS, ns, forged, dry_run=True)
-            except ApiError as exc:
-                return exc.status == 403
-            return False
-
-        await wait_for(in_force, timeout=30, what=f"{policy} enforced")
+        await _until_enforced(tenant, ns, forged, policy)
         await refused(tenant.create(JOBS, ns, forged), f"label {LABEL_ORIGIN_UID}", f"annotation {ANNOTATION_CLUSTER}")
 
         # The keys meant for users pass; so does everything else a tenant writes.
@@ -155,14 +161,7 @@ async def test_a_tenant_cannot_write_our_keys_through_the_status_subresource(
         forged = make_job("probe", suspend=True)
         forged["metadata"]["labels"] = {LABEL_ORIGIN_UID: "x"}
 
-        async def in_force() -> bool:
-            try:
-                await tenant.create(JOBS, ns, forged, dry_run=True)
-            except ApiError as exc:
-                return exc.status == 403
-            return False
-
-        await wait_for(in_force, timeout=30, what=f"{policy} enforced")
+        await _until_enforced(tenant, ns, forged, policy)
         job = make_job("mine", suspend=True)
         job["metadata"]["labels"] = {"team": "a"}
         await tenant.create(JOBS, ns, job)
