@@ -47,6 +47,7 @@ from pydantic_settings import (
 
 from mirror.claim import ClaimRule
 from mirror.naming import BUILTIN_CONTROLLER_NAME, DEFAULT_CONTROLLER_NAME, default_origin
+from mirror.room.quantity import parse as parse_quantity
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _NAMESPACE_PATTERN = re.compile(r"^[-a-z0-9*?\[\]!]+$")
@@ -197,6 +198,105 @@ class Worker(_Model):
         return v
 
 
+class SchedulingOrder(StrEnum):
+    #: priority first, then the tenant furthest below its weighted fair share, aging, arrival; backfill on
+    FAIR_SHARE = "FairShare"
+    #: creation order only, no backfill (jobmirror before the scheduler; kept for comparison)
+    ARRIVAL = "Arrival"
+
+
+#: The quota key that counts Jobs (the others are resources: cpu, memory, nvidia.com/gpu, ...).
+QUOTA_JOBS = "jobs"
+
+
+def _quota(v: dict[str, str | int]) -> dict[str, str | int]:
+    bad = []
+    for key, value in v.items():
+        if key == QUOTA_JOBS:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                bad.append(f"{key}: must be a whole number of Jobs, got {value!r}")
+            continue
+        try:
+            if parse_quantity(value if isinstance(value, int) else str(value)) < 0:
+                bad.append(f"{key}: must not be negative, got {value!r}")
+        except ValueError:
+            bad.append(f"{key}: not a Kubernetes quantity, got {value!r} (write e.g. 64, 500m, 256Gi)")
+    if bad:
+        raise ValueError("; ".join(bad))
+    return v
+
+
+Quota = Annotated[dict[str, str | int], AfterValidator(_quota)]
+
+
+class Tenant(_Model):
+    """A group of manager namespaces that share one fair share and one quota across the fleet."""
+
+    name: str = Field(description="The tenant's name (a DNS label): in `kubectl jobmirror queue` and the "
+                      "`tenant` label of metrics.")
+    namespaces: list[str] = Field(default_factory=list, description=(
+        "Manager namespaces (names or shell patterns, `team-a-*`) that belong to this tenant."))
+    namespace_selector: LabelSelector | None = Field(None, description=(
+        "A label selector on manager namespaces that belong to this tenant; a namespace belongs to the first "
+        "tenant (in list order) that lists or selects it."))
+    weight: float = Field(1.0, gt=0, description=(
+        "The tenant's weight in fair sharing: a tenant of weight 2 is entitled to twice the dominant share of "
+        "a tenant of weight 1 before it counts as above its share."))
+    quota: Quota = Field(default_factory=dict, description=(
+        "The most the tenant may run at once over all workers: resources as quantities (`cpu: 64`, "
+        f"`memory: 256Gi`, `nvidia.com/gpu: 8`) and `{QUOTA_JOBS}:` a number of Jobs; unset keys are unlimited. "
+        "A Job that would exceed it waits in the manager (WaitingForQuota)."))
+
+    @field_validator("name")
+    @classmethod
+    def _dns_label(cls, v: str) -> str:
+        if not _DNS_LABEL.match(v) or len(v) > 63:
+            raise ValueError(f"{v!r} is not a DNS label (lowercase letters, digits, '-', ≤ 63 chars)")
+        return v
+
+    @field_validator("namespaces")
+    @classmethod
+    def _names_or_patterns(cls, v: list[str]) -> list[str]:
+        return WorkerAccess._names_or_patterns(v)
+
+    @model_validator(mode="after")
+    def _says_who(self) -> Tenant:
+        if not self.namespaces and self.namespace_selector is None:
+            raise ValueError(f"tenant {self.name!r} lists no namespaces and no namespaceSelector, so no Job "
+                             "would belong to it")
+        return self
+
+
+class Scheduling(_Model):
+    """Who leaves the manager's waiting line first (see docs/concepts.md, "Who goes first")."""
+
+    order: SchedulingOrder = Field(SchedulingOrder.FAIR_SHARE, description=(
+        "`FairShare`: the Job's priority (its PriorityClass) first, then the tenant furthest below its weighted "
+        "dominant share of what runs across the fleet, then Jobs that waited past `starvationAge`, then "
+        "creation order; later Jobs may backfill. `Arrival`: creation order only, no backfill."))
+    tenants: list[Tenant] = Field(default_factory=list, description=(
+        "Tenants by namespace; a namespace no tenant lists is a tenant of its own (weight 1, no quota)."))
+    starvation_age: float = Field(600.0, gt=0, description=(
+        "Seconds a Job may wait before it moves ahead of fair-share order within its priority (oldest first "
+        "among such Jobs): no tenant's Job waits on fair share for longer than this."))
+    backfill: bool = Field(True, description=(
+        "FairShare: a Job further back may take room the Job first in line for a worker cannot use before its "
+        "estimated start, when the later Job's length is known (`activeDeadlineSeconds`, or the annotation "
+        "`jobmirror.dev/expected-duration`) and it ends before then."))
+    backfill_margin: float = Field(5.0, ge=0, description=(
+        "Seconds added to a backfilled Job's known length (its pods' start-up): it must end this much before "
+        "the estimated start of the Job it backfills past."))
+
+    @field_validator("tenants")
+    @classmethod
+    def _unique_tenants(cls, v: list[Tenant]) -> list[Tenant]:
+        names = [t.name for t in v]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate tenant names: {', '.join(dupes)}")
+        return v
+
+
 class PlacementPolicy(StrEnum):
     #: the default: LeastLoaded among the workers where the Job's pod could ever run and has room
     #: now (mirror/room/); watches each worker's Nodes and non-terminal Pods
@@ -323,6 +423,9 @@ class Config(BaseSettings):
         "RoomAware: seconds a Job waiting for room may hold the workers it waits for against Jobs created "
         "after it (first come, first placed), counted from when the first of the two began waiting; then "
         "it stops holding (a HeadOfLineHoldEnded event) and keeps waiting. 0: no Job holds a worker."))
+    scheduling: Scheduling = Field(default_factory=Scheduling, description=(
+        "The order in which Jobs waiting in the manager are placed: priority, fair share between tenants, "
+        "per-tenant quotas across the fleet, backfill."))
     inspect_address: Address = Field("", description=(
         "host:port of the read-only HTTPS inspect API behind `kubectl jobmirror describe/logs` for users "
         "without worker credentials (TokenReview, then a SubjectAccessReview on the Job); empty = off."))

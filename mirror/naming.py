@@ -37,6 +37,8 @@ ANNOTATION_ORIGIN_JOB = origin_annotation("Job")
 ANNOTATION_CLUSTER = "jobmirror.dev/cluster"
 ANNOTATION_REMOTE_NAME = "jobmirror.dev/remote-name"
 ANNOTATION_PIN = "jobmirror.dev/pin-cluster"
+#: how long the Job is expected to run once started ("90s", "5m", "1h30m", or seconds): lets it backfill
+ANNOTATION_EXPECTED_DURATION = "jobmirror.dev/expected-duration"
 #: set by users: a label selector (kubectl syntax) over the workers' configured ``labels``
 ANNOTATION_WORKER_SELECTOR = "jobmirror.dev/worker-selector"
 #: why the Job went where it did: the policy and each worker's load at that moment (or the pin)
