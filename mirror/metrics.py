@@ -17,7 +17,7 @@ SYNC_LATENCY = Histogram(
 )
 STATUS_PROPAGATION = Histogram(
     "jobmirror_status_propagation_seconds", "From a copy's status change arriving in the worker watch to the manager "
-    "status write mirroring it (mirror/propagation.py)", ["worker"],
+    "status write mirroring it (mirror/status_lag.py)", ["worker"],
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
 )
 RECONCILE_ERRORS = Counter("jobmirror_reconcile_errors_total", "Reconciles that failed and were retried", ["reason"])

@@ -48,7 +48,7 @@ from mirror.decisions import (
 )
 from mirror.kinds import MirroredKind
 from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_PIN, FINALIZER
-from mirror.propagation import interim_hold
+from mirror.status_lag import interim_hold
 
 #: a pass that has not stopped after this many actions is cut short (a planning bug, not a state)
 MAX_ACTIONS = 16

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mirror.jobs.kind import JOB_KIND
-from mirror.propagation import newly_decided
+from mirror.status_lag import newly_decided
 
 
 def job(*conds: tuple[str, str], active: int = 0) -> dict[str, object]:
