@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from builtin_controller import api
+from builtin_controller import fields
 from kruntime.resources import Obj
 
 DEFAULT_BACKOFF = 10.0
@@ -87,17 +87,17 @@ def finished_time(pod: Obj) -> datetime:
     t = _finish_from_containers(pod)
     if t is not None:
         return t
-    ready = api.pod_condition(pod, "Ready")
+    ready = fields.pod_condition(pod, "Ready")
     if ready is not None and ready.get("status") == "False":
-        t = api.parse_time(ready.get("lastTransitionTime"))
+        t = fields.parse_time(ready.get("lastTransitionTime"))
         if t is not None:
             return t
-    deleted = api.parse_time(api.deletion_timestamp(pod))
+    deleted = fields.parse_time(fields.deletion_timestamp(pod))
     if deleted is not None:
-        grace = api.md(pod).get("deletionGracePeriodSeconds") or 0
+        grace = fields.md(pod).get("deletionGracePeriodSeconds") or 0
         return deleted - timedelta(seconds=int(grace))
-    created = api.parse_time(api.md(pod).get("creationTimestamp"))
-    return created if created is not None else datetime.min.replace(tzinfo=api.utcnow().tzinfo)
+    created = fields.parse_time(fields.md(pod).get("creationTimestamp"))
+    return created if created is not None else datetime.min.replace(tzinfo=fields.utcnow().tzinfo)
 
 
 def _latest_finish(prev: datetime | None, statuses: Iterable[Obj]) -> tuple[datetime | None, bool]:
@@ -105,7 +105,7 @@ def _latest_finish(prev: datetime | None, statuses: Iterable[Obj]) -> tuple[date
     latest = prev
     for cs in statuses:
         term = (cs.get("state") or {}).get("terminated")
-        t = api.parse_time((term or {}).get("finishedAt"))
+        t = fields.parse_time((term or {}).get("finishedAt"))
         if term is None or t is None:
             return None, False
         if latest is None or latest < t:
@@ -151,5 +151,5 @@ def remaining_for_index(last_failed_pod: Obj | None, now: datetime, base: float 
     """Per-index wait: the failed pod's own failure count (+1 for itself) drives the delay."""
     if last_failed_pod is None:
         return 0.0
-    failures = api.index_absolute_failure_count(last_failed_pod) + 1
+    failures = fields.index_absolute_failure_count(last_failed_pod) + 1
     return remaining_for_failures(failures, finished_time(last_failed_pod), now, base, cap)

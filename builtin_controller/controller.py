@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from builtin_controller import api, backoff, metrics, pods, semantics, status, tracking
+from builtin_controller import backoff, fields, metrics, pods, semantics, status, tracking
 from builtin_controller.expectations import ControllerExpectations, FinalizerExpectations
 from builtin_controller.pod_control import PodControl
 from builtin_controller.pod_events import SYNC_BATCH_PERIOD, OrphanKey, PodEvents
@@ -54,7 +54,7 @@ class JobController:
         component: str = "job-controller",
         namespace: str | None = None,
         namespace_filter: Callable[[str], bool] | None = None,
-        clock: Callable[[], datetime] = api.utcnow,
+        clock: Callable[[], datetime] = fields.utcnow,
         pod_backoff_base: float = backoff.DEFAULT_BACKOFF,
         pod_backoff_cap: float = backoff.MAX_BACKOFF,
         semantics: Semantics | None = None,
@@ -169,13 +169,13 @@ class JobController:
     # -- event handlers ---------------------------------------------------------------------
 
     def _watched(self, obj: Obj) -> bool:
-        return self.namespace_filter is None or self.namespace_filter(api.namespace(obj))
+        return self.namespace_filter is None or self.namespace_filter(fields.namespace(obj))
 
     def _skip_external(self, job: Obj) -> bool:
-        name = api.managed_by_external(job)
+        name = fields.managed_by_external(job)
         if name is None:
             return False
-        u = api.uid(job)
+        u = fields.uid(job)
         if u not in self._external_logged:
             if len(self._external_logged) > 100_000:
                 self._external_logged.clear()
@@ -193,24 +193,24 @@ class JobController:
             return
         key = key_of(new)
         if etype == "ADDED":
-            ext = api.managed_by_external(new)
+            ext = fields.managed_by_external(new)
             if ext is not None:
                 metrics.JOBS_BY_EXTERNAL_CONTROLLER.labels(ext).inc()
             self._enqueue(new)
         elif etype == "MODIFIED":
             assert old is not None
-            if api.is_finished(new):
+            if fields.is_finished(new):
                 # Finalizers should be gone before a Job finishes; this is a safety net.
                 self.pod_events.enqueue_selector(new)
                 return
-            if api.md(new).get("generation") == api.md(old).get("generation"):
+            if fields.md(new).get("generation") == fields.md(old).get("generation"):
                 self._enqueue(new, SYNC_BATCH_PERIOD)
             else:
                 self._enqueue(new)
-            start = api.parse_time(api.status(new).get("startTime"))
-            ads = api.spec(new).get("activeDeadlineSeconds")
-            if start is not None and ads is not None and not api.managed_by_external(new):
-                old_ads = api.spec(old).get("activeDeadlineSeconds")
+            start = fields.parse_time(fields.status(new).get("startTime"))
+            ads = fields.spec(new).get("activeDeadlineSeconds")
+            if start is not None and ads is not None and not fields.managed_by_external(new):
+                old_ads = fields.spec(old).get("activeDeadlineSeconds")
                 if old_ads is None or int(old_ads) != int(ads):
                     remaining = int(ads) - (self.clock() - start).total_seconds()
                     self.queue.add_after(key, remaining)
@@ -218,10 +218,10 @@ class JobController:
             self.queue.add(key)
             # A new Job of the same name must not inherit these (upstream does this from 1.37).
             self.expectations.delete(key)
-            self.finished_expectations.discard(api.uid(new))
+            self.finished_expectations.discard(fields.uid(new))
             self.pod_events.enqueue_selector(new)
             self.backoff_store.remove(key)
-            self.events.forget(api.uid(new))
+            self.events.forget(fields.uid(new))
             self._own_writes.forget(key)
 
     # -- the sync ---------------------------------------------------------------------------
@@ -243,14 +243,14 @@ class JobController:
             metrics.STALE_SYNC_SKIPS.labels("batch", "jobs").inc()
             self.queue.add_after(key, SYNC_BATCH_PERIOD)
             return
-        if api.is_finished(shared):
+        if fields.is_finished(shared):
             self.backoff_store.remove(key)
-            self.finished_expectations.discard(api.uid(shared))
+            self.finished_expectations.discard(fields.uid(shared))
             return
-        if api.uid(shared) in self.finished_expectations:
+        if fields.uid(shared) in self.finished_expectations:
             return  # we finished it; our own update has not reached the cache yet
-        mode = api.spec(shared).get("completionMode")
-        if mode is not None and mode not in (api.NON_INDEXED, api.INDEXED):
+        mode = fields.spec(shared).get("completionMode")
+        if mode is not None and mode not in (fields.NON_INDEXED, fields.INDEXED):
             self.events.event(shared, "Warning", "UnknownCompletionMode",
                              "Skipped Job sync because completion mode is unknown")
             return
@@ -262,7 +262,7 @@ class JobController:
             result = "success"
         finally:
             elapsed = time.monotonic() - started
-            cm = api.completion_mode(job)
+            cm = fields.completion_mode(job)
             metrics.SYNC_DURATION.labels(cm, result, action).observe(elapsed)
             metrics.SYNCS.labels(cm, result, action).inc()
             log.debug("synced job %s in %.3fs (%s, %s)", key, elapsed, action, result)
@@ -278,7 +278,7 @@ class JobController:
 
     async def _sync(self, key: str, job: Obj) -> str:
         """One reconcile pass; returns the sync action for metrics. Raises to retry."""
-        st = api.status_for_update(job)  # ``job`` is this sync's private copy
+        st = fields.status_for_update(job)  # ``job`` is this sync's private copy
         tracking.ensure_uncounted(st)
         # Expectations first: a pod that shows up after this check only delays the sync.
         satisfied = self.expectations.satisfied(key)
@@ -286,8 +286,8 @@ class JobController:
         assert self.semantics is not None, "semantics are chosen before the first sync"
         ctx = status.new_context(job, key, claimed, self.finalizer_expectations.expected(key), self.semantics)
         now = self.clock()
-        if st.get("startTime") is None and not api.suspended(job):
-            st["startTime"] = api.format_time(now)
+        if st.get("startTime") is None and not fields.suspended(job):
+            st["startTime"] = fields.format_time(now)
         ctx.backoff = backoff.new_backoff_record(self.backoff_store, key, ctx.new_succeeded_pods, ctx.new_failed_pods)
         verdict = status.evaluate(ctx, now)
         ctx.apply(verdict)
@@ -308,7 +308,7 @@ class JobController:
             ctx.ready -= deleted_ready
         else:
             managed = False
-            if satisfied and api.deletion_timestamp(job) is None:
+            if satisfied and fields.deletion_timestamp(job) is None:
                 active, action, manage_err = await self._manage(key, ctx)
                 managed = True
             if status.completions_reached(job, ctx.succeeded, active):
@@ -340,16 +340,16 @@ class JobController:
         Owned pods that no longer match are released. Adoption is refused once the Job is
         being deleted (checked against a fresh read, not the cache).
         """
-        selector = api.spec(job).get("selector")
-        job_deleting = api.deletion_timestamp(job) is not None
+        selector = fields.spec(job).get("selector")
+        job_deleting = fields.deletion_timestamp(job) is not None
         claimed: list[Obj] = []
         errors: list[Exception] = []
         can_adopt: bool | None = None
         for pod in self.pod_events.candidate_pods(job):
-            ref = api.controller_ref(pod)
-            matches = pods.selector_matches(selector, api.labels_of(pod))
+            ref = fields.controller_ref(pod)
+            matches = pods.selector_matches(selector, fields.labels_of(pod))
             if ref is not None:
-                if ref.get("uid") != api.uid(job):
+                if ref.get("uid") != fields.uid(job):
                     continue
                 if matches:
                     claimed.append(pod)
@@ -362,9 +362,9 @@ class JobController:
                     if not (exc.not_found or exc.invalid):
                         errors.append(exc)
                 continue
-            if job_deleting or not matches or api.deletion_timestamp(pod) is not None:
+            if job_deleting or not matches or fields.deletion_timestamp(pod) is not None:
                 continue
-            if api.namespace(pod) != api.namespace(job):
+            if fields.namespace(pod) != fields.namespace(job):
                 continue
             if can_adopt is None:
                 can_adopt = await self._can_adopt(job)
@@ -383,10 +383,11 @@ class JobController:
         return claimed
 
     async def _can_adopt(self, job: Obj) -> bool:
-        fresh = await self.client.get(JOBS, api.namespace(job), api.name(job))
-        if api.uid(fresh) != api.uid(job):
-            raise RuntimeError(f"original Job {key_of(job)} is gone: got uid {api.uid(fresh)}, wanted {api.uid(job)}")
-        return api.deletion_timestamp(fresh) is None
+        fresh = await self.client.get(JOBS, fields.namespace(job), fields.name(job))
+        if fields.uid(fresh) != fields.uid(job):
+            raise RuntimeError(f"original Job {key_of(job)} is gone: got uid {fields.uid(fresh)}, "
+                               f"wanted {fields.uid(job)}")
+        return fields.deletion_timestamp(fresh) is None
 
     # -- managing pods ----------------------------------------------------------------------
 
@@ -398,8 +399,8 @@ class JobController:
         """
         job = ctx.job
         active = len(ctx.active_pods)
-        parallelism = api.parallelism(job)
-        if api.suspended(job):
+        parallelism = fields.parallelism(job)
+        if fields.suspended(job):
             doomed = pods.active_pods_for_removal(job, ctx.active_pods, active)
             self.expectations.expect_deletions(key, len(doomed))
             ready, removed, err = await self.pod_control.delete_uncounted(job, key, doomed)
@@ -407,7 +408,7 @@ class JobController:
             ctx.ready -= ready
             return active - removed, metrics.ACTION_PODS_DELETED, err
 
-        completions = api.completions(job)
+        completions = fields.completions(job)
         if completions is None:
             want = active if ctx.succeeded > 0 else parallelism
         else:
@@ -421,12 +422,12 @@ class JobController:
             ctx.ready -= ready
             return active - removed, metrics.ACTION_PODS_DELETED, err
 
-        terminating = ctx.terminating if api.only_replace_failed_pods(job) else 0
+        terminating = ctx.terminating if fields.only_replace_failed_pods(job) else 0
         diff = want - terminating - active
         if diff <= 0:
             return active, metrics.ACTION_TRACKING, None
         now = self.clock()
-        per_index = api.has_backoff_limit_per_index(job)
+        per_index = fields.has_backoff_limit_per_index(job)
         if not per_index and ctx.backoff is not None:
             remaining = ctx.backoff.remaining(now, self.pod_backoff_base, self.pod_backoff_cap)
             if remaining > 0:
@@ -434,7 +435,7 @@ class JobController:
                 return active, metrics.ACTION_PODS_CREATED, None
         diff = min(diff, MAX_POD_CREATE_DELETE_PER_SYNC)
         indexes: list[int | None] = [None] * diff
-        if api.is_indexed(job):
+        if fields.is_indexed(job):
             wanted = pods.first_pending_indexes(job, ctx.pods, ctx.active_pods, ctx.succeeded_indexes,
                                                 ctx.failed_indexes, diff, completions or 0)
             if per_index:
@@ -469,10 +470,10 @@ class JobController:
 
     async def _track_status_and_remove_finalizers(self, ctx: SyncContext, needs_flush: bool) -> None:
         job = ctx.job
-        st = api.status_for_update(job)
-        indexed = api.is_indexed(job)
+        st = fields.status_for_update(job)
+        indexed = fields.is_indexed(job)
         if indexed:
-            ctx.pods = sorted(ctx.pods, key=api.completion_index)
+            ctx.pods = sorted(ctx.pods, key=fields.completion_index)
         with_finalizer = tracking.uids_with_finalizer(ctx.pods, ctx.expected_rm)
         old_counters = _counters(st)
         if tracking.clean_uncounted_without_finalizers(st, with_finalizer):
@@ -507,7 +508,7 @@ class JobController:
             ctx.job = await self._update_status(ctx.job)
             if finished and ctx.finished_condition is not None:
                 self._record_finished(ctx.job, ctx.finished_condition)
-                self.finished_expectations.add(api.uid(ctx.job))
+                self.finished_expectations.add(fields.uid(ctx.job))
             metrics.record_pods_finished(ctx.job, old_counters)
 
     async def _flush_and_remove_finalizers(self, ctx: SyncContext, plan: tracking.TrackingPlan,
@@ -520,7 +521,7 @@ class JobController:
                 self.backoff_store.update(ctx.backoff)
             metrics.record_pods_finished(ctx.job, old_counters)
             old_counters.clear()
-            old_counters.update(_counters(api.status(ctx.job)))
+            old_counters.update(_counters(fields.status(ctx.job)))
             needs_flush = False
         for action, n in plan.policy_actions.items():
             metrics.POD_FAILURES_HANDLED_BY_FAILURE_POLICY.labels(action).inc(n)
@@ -529,8 +530,8 @@ class JobController:
             done, rm_err = await self.pod_control.remove_finalizers(ctx.key, plan.pods_to_remove_finalizer)
             for p, ok in zip(plan.pods_to_remove_finalizer, done, strict=True):
                 if ok:
-                    with_finalizer.discard(api.uid(p))
-        if tracking.clean_uncounted_without_finalizers(api.status_for_update(ctx.job), with_finalizer):
+                    with_finalizer.discard(fields.uid(p))
+        if tracking.clean_uncounted_without_finalizers(fields.status_for_update(ctx.job), with_finalizer):
             needs_flush = True
         if rm_err is not None and needs_flush:
             await self._update_status(ctx.job)
@@ -538,7 +539,7 @@ class JobController:
 
     async def _update_status(self, job: Obj) -> Obj:
         body = copy.copy(job)
-        st = copy.deepcopy(api.status(job))
+        st = copy.deepcopy(fields.status(job))
         u = st.get("uncountedTerminatedPods") or {}
         st["uncountedTerminatedPods"] = {k: v for k, v in u.items() if v}
         for k in ("completedIndexes",):
@@ -548,13 +549,13 @@ class JobController:
             st.pop("failedIndexes", None)
         body["status"] = st
         return self._own_writes.record(
-            await self.client.replace(JOBS, api.namespace(job), api.name(job), body, subresource="status"))
+            await self.client.replace(JOBS, fields.namespace(job), fields.name(job), body, subresource="status"))
 
     def _record_finished(self, job: Obj, cond: Obj) -> None:
-        mode = api.completion_mode(job)
-        if cond["type"] == api.COMPLETE:
-            c = api.completions(job)
-            if c is not None and int(api.status(job).get("succeeded") or 0) > c:
+        mode = fields.completion_mode(job)
+        if cond["type"] == fields.COMPLETE:
+            c = fields.completions(job)
+            if c is not None and int(fields.status(job).get("succeeded") or 0) > c:
                 self.events.event(job, "Warning", "TooManySucceededPods",
                                  "Too many succeeded pods running after completion count reached")
             self.events.event(job, "Normal", "Completed", "Job completed")

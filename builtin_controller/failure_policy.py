@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from builtin_controller import api
+from builtin_controller import fields
 from kruntime.resources import Obj
 
 
@@ -66,14 +66,14 @@ def match_on_pod_conditions(pod: Obj, patterns: list[Obj]) -> Obj | None:
 
 
 def _verdict(action: str | None, fail_msg: str) -> FailurePolicyVerdict | None:
-    if action == api.ACTION_IGNORE:
-        return FailurePolicyVerdict(None, False, api.ACTION_IGNORE)
-    if action == api.ACTION_FAIL_INDEX:
-        return FailurePolicyVerdict(None, True, api.ACTION_FAIL_INDEX)
-    if action == api.ACTION_COUNT:
-        return FailurePolicyVerdict(None, True, api.ACTION_COUNT)
-    if action == api.ACTION_FAIL_JOB:
-        return FailurePolicyVerdict(fail_msg, True, api.ACTION_FAIL_JOB)
+    if action == fields.ACTION_IGNORE:
+        return FailurePolicyVerdict(None, False, fields.ACTION_IGNORE)
+    if action == fields.ACTION_FAIL_INDEX:
+        return FailurePolicyVerdict(None, True, fields.ACTION_FAIL_INDEX)
+    if action == fields.ACTION_COUNT:
+        return FailurePolicyVerdict(None, True, fields.ACTION_COUNT)
+    if action == fields.ACTION_FAIL_JOB:
+        return FailurePolicyVerdict(fail_msg, True, fields.ACTION_FAIL_JOB)
     return None  # an action this controller does not know: try the next rule
 
 
@@ -81,7 +81,7 @@ def match(policy: Obj | None, pod: Obj) -> FailurePolicyVerdict:
     """Match a failed pod against the policy's rules (first match wins)."""
     if policy is None:
         return NO_MATCH
-    ns, pname = api.namespace(pod), api.name(pod)
+    ns, pname = fields.namespace(pod), fields.name(pod)
     for i, rule in enumerate(policy.get("rules") or []):
         action = rule.get("action")
         if rule.get("onExitCodes") is not None:
@@ -110,16 +110,16 @@ def is_pod_failed(pod: Obj, job: Obj) -> bool:
     Counting deleted pods as failures accounts for pods that are removed (by a user, the
     pod GC, eviction) without ever reaching a terminal phase.
     """
-    if api.phase(pod) == api.FAILED_PHASE:
+    if fields.phase(pod) == fields.FAILED_PHASE:
         return True
-    if api.only_replace_failed_pods(job):
+    if fields.only_replace_failed_pods(job):
         return False
-    return api.deletion_timestamp(pod) is not None and api.phase(pod) != api.SUCCEEDED
+    return fields.deletion_timestamp(pod) is not None and fields.phase(pod) != fields.SUCCEEDED
 
 
 def fail_job_message(job: Obj, pods: list[Obj]) -> str | None:
     """The first FailJob match among the Job's failed pods, if any."""
-    policy = api.pod_failure_policy(job)
+    policy = fields.pod_failure_policy(job)
     if policy is None:
         return None
     for p in pods:
@@ -131,4 +131,4 @@ def fail_job_message(job: Obj, pods: list[Obj]) -> str | None:
 
 
 def counts_as_failure(job: Obj, pod: Obj) -> bool:
-    return match(api.pod_failure_policy(job), pod).count_failed
+    return match(fields.pod_failure_policy(job), pod).count_failed

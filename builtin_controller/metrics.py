@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from builtin_controller import api
+from builtin_controller import fields
 from jobapi.intervals import count
 from kruntime.metrics import event_loop_lag
 from kruntime.resources import Obj
@@ -53,7 +53,7 @@ ACTION_PODS_DELETED = "pods_deleted"
 
 
 def _finished_with_finalizer(pod: Obj | None) -> bool:
-    return pod is not None and api.is_terminal(pod) and api.has_tracking_finalizer(pod)
+    return pod is not None and fields.is_terminal(pod) and fields.has_tracking_finalizer(pod)
 
 
 def record_finished_pod_with_finalizer(old: Obj | None, new: Obj | None) -> None:
@@ -65,18 +65,18 @@ def record_finished_pod_with_finalizer(old: Obj | None, new: Obj | None) -> None
 
 def record_pods_finished(job: Obj, old_status: Obj) -> None:
     """Pods that moved into the counters between ``old_status`` and the Job's status now."""
-    mode = api.completion_mode(job)
-    st = api.status(job)
+    mode = fields.completion_mode(job)
+    st = fields.status(job)
     diff = 0
-    if api.is_indexed(job):
-        completions = api.completions(job) or 0
+    if fields.is_indexed(job):
+        completions = fields.completions(job) or 0
         old_ci, new_ci = old_status.get("completedIndexes") or "", st.get("completedIndexes") or ""
         if new_ci != old_ci:
             diff = count(new_ci, completions) - count(old_ci, completions)
-        label = "perIndex" if api.has_backoff_limit_per_index(job) else "global"
+        label = "perIndex" if fields.has_backoff_limit_per_index(job) else "global"
         if diff > 0:
             FINISHED_INDEXES.labels("succeeded", label).inc(diff)
-        if api.has_backoff_limit_per_index(job) and st.get("failedIndexes") != old_status.get("failedIndexes"):
+        if fields.has_backoff_limit_per_index(job) and st.get("failedIndexes") != old_status.get("failedIndexes"):
             fdiff = count(st.get("failedIndexes"), completions) - count(old_status.get("failedIndexes"), completions)
             if fdiff > 0:
                 FINISHED_INDEXES.labels("failed", label).inc(fdiff)
@@ -90,7 +90,7 @@ def record_pods_finished(job: Obj, old_status: Obj) -> None:
 
 
 def record_pods_created(job: Obj, failed: int, terminating: int, ok: int, errors: int) -> None:
-    if api.spec(job).get("podReplacementPolicy", "TerminatingOrFailed") == "Failed" and failed > 0:
+    if fields.spec(job).get("podReplacementPolicy", "TerminatingOrFailed") == "Failed" and failed > 0:
         reason = "recreate_failed"
     elif failed > 0 or terminating > 0:
         reason = "recreate_terminating_or_failed"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from builtin_controller import api, pods
+from builtin_controller import fields, pods
 from builtin_controller.expectations import ControllerExpectations, FinalizerExpectations
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import ObjectEvents
@@ -40,7 +40,7 @@ class PodControl:
         await self._patch(pod, pods.release_patch(job, pod))
 
     async def _patch(self, pod: Obj, patch: Obj) -> None:
-        await self.client.patch(PODS, api.namespace(pod), api.name(pod), patch, patch_type="strategic")
+        await self.client.patch(PODS, fields.namespace(pod), fields.name(pod), patch, patch_type="strategic")
 
     # -- creating -----------------------------------------------------------------------------
 
@@ -74,26 +74,26 @@ class PodControl:
     async def _create_one(self, job: Obj, key: str, index: int | None, replaced: dict[int, Obj]) -> Exception | None:
         body = pods.pod_from_template(job, index, replaced.get(index) if index is not None else None)
         try:
-            created = await self.client.create(PODS, api.namespace(job), body)
+            created = await self.client.create(PODS, fields.namespace(job), body)
         except ApiError as exc:
             self.expectations.creation_observed(key)
             if exc.namespace_terminating:
                 return None
             self.events.event(job, "Warning", "FailedCreate", f"Error creating: {exc.message}")
             return exc
-        self.events.event(job, "Normal", "SuccessfulCreate", f"Created pod: {api.name(created)}")
+        self.events.event(job, "Normal", "SuccessfulCreate", f"Created pod: {fields.name(created)}")
         return None
 
     # -- deleting -----------------------------------------------------------------------------
 
     async def delete_pod(self, job: Obj, pod: Obj) -> ApiError | None:
         try:
-            await self.client.delete(PODS, api.namespace(pod), api.name(pod), propagation=None)
+            await self.client.delete(PODS, fields.namespace(pod), fields.name(pod), propagation=None)
         except ApiError as exc:
             if not exc.not_found:
                 self.events.event(job, "Warning", "FailedDelete", f"Error deleting: {exc.message}")
             return exc
-        self.events.event(job, "Normal", "SuccessfulDelete", f"Deleted pod: {api.name(pod)}")
+        self.events.event(job, "Normal", "SuccessfulDelete", f"Deleted pod: {fields.name(pod)}")
         return None
 
     async def delete_uncounted(self, job: Obj, key: str, doomed: list[Obj]) -> tuple[int, int, Exception | None]:
@@ -116,8 +116,8 @@ class PodControl:
             if err is not None:
                 self.expectations.deletion_observed(key)
                 if not err.not_found:
-                    return False, api.is_ready(pod), err
-            return True, api.is_ready(pod), None
+                    return False, fields.is_ready(pod), err
+            return True, fields.is_ready(pod), None
 
         results = await asyncio.gather(*(one(p) for p in doomed))
         removed = sum(1 for ok, _, _ in results if ok)
@@ -130,14 +130,14 @@ class PodControl:
         results = await asyncio.gather(*(self.delete_pod(job, p) for p in active))
         errs = [e for e in results if e is not None and not e.not_found]
         removed = len(active) - len(errs)
-        ready = sum(1 for p in active if api.is_ready(p))
+        ready = sum(1 for p in active if fields.is_ready(p))
         return ready, removed, errs[0] if errs else None
 
     # -- tracking finalizers ------------------------------------------------------------------
 
     async def remove_finalizers(self, key: str, victims: list[Obj]) -> tuple[list[bool], Exception | None]:
         """Drop the tracking finalizer from counted pods, expecting each removal to show up."""
-        self.finalizer_expectations.expect_removed(key, [api.uid(p) for p in victims])
+        self.finalizer_expectations.expect_removed(key, [fields.uid(p) for p in victims])
 
         async def one(pod: Obj) -> tuple[bool, Exception | None]:
             patch = pods.remove_finalizer_patch(pod)
@@ -146,7 +146,7 @@ class PodControl:
             try:
                 await self._patch(pod, patch)
             except ApiError as exc:
-                self.finalizer_expectations.observed(key, api.uid(pod))
+                self.finalizer_expectations.observed(key, fields.uid(pod))
                 if not exc.not_found:
                     return False, exc
             return True, None

@@ -11,7 +11,7 @@ import functools
 from collections.abc import Iterable
 from datetime import datetime
 
-from builtin_controller import api
+from builtin_controller import fields
 from builtin_controller.backoff import finished_time
 from builtin_controller.failure_policy import is_pod_failed, match
 from jobapi.intervals import Intervals
@@ -38,8 +38,8 @@ def controller_owner_ref(job: Obj) -> Obj:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "name": api.name(job),
-        "uid": api.uid(job),
+        "name": fields.name(job),
+        "uid": fields.uid(job),
         "controller": True,
         "blockOwnerDeletion": True,
     }
@@ -47,11 +47,11 @@ def controller_owner_ref(job: Obj) -> Obj:
 
 def _add_index_env(container: Obj) -> None:
     env = container.setdefault("env", [])
-    if any(e.get("name") == api.COMPLETION_INDEX_ENV for e in env):
+    if any(e.get("name") == fields.COMPLETION_INDEX_ENV for e in env):
         return
     env.append({
-        "name": api.COMPLETION_INDEX_ENV,
-        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{api.COMPLETION_INDEX_KEY}']"}},
+        "name": fields.COMPLETION_INDEX_ENV,
+        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{fields.COMPLETION_INDEX_KEY}']"}},
     })
 
 
@@ -59,9 +59,9 @@ def new_index_failure_counts(job: Obj, replaced: Obj | None) -> tuple[int, int]:
     """Failure / ignored-failure counts for the pod replacing ``replaced`` in its index."""
     if replaced is None:
         return 0, 0
-    failures = api.index_failure_count(replaced)
-    ignored = api.index_ignored_failure_count(replaced)
-    if api.pod_failure_policy(job) is not None and not match(api.pod_failure_policy(job), replaced).count_failed:
+    failures = fields.index_failure_count(replaced)
+    ignored = fields.index_ignored_failure_count(replaced)
+    if fields.pod_failure_policy(job) is not None and not match(fields.pod_failure_policy(job), replaced).count_failed:
         ignored += 1
     else:
         failures += 1
@@ -77,31 +77,31 @@ def pod_from_template(job: Obj, index: int | None = None, replaced: Obj | None =
     ``<job>-<i>-`` generateName and, with ``backoffLimitPerIndex``, the failure counts
     inherited from the pod they replace.
     """
-    template = (api.spec(job).get("template") or {})
+    template = (fields.spec(job).get("template") or {})
     tmeta = template.get("metadata") or {}
     pod_spec = copy.deepcopy(template.get("spec") or {})
     labels = dict(tmeta.get("labels") or {})
     annotations = dict(tmeta.get("annotations") or {})
     finalizers = list(tmeta.get("finalizers") or [])
-    if api.JOB_TRACKING_FINALIZER not in finalizers:
-        finalizers.append(api.JOB_TRACKING_FINALIZER)
-    gen = generate_name(api.name(job))
-    if api.is_indexed(job):
+    if fields.JOB_TRACKING_FINALIZER not in finalizers:
+        finalizers.append(fields.JOB_TRACKING_FINALIZER)
+    gen = generate_name(fields.name(job))
+    if fields.is_indexed(job):
         for c in pod_spec.get("initContainers") or []:
             _add_index_env(c)
         for c in pod_spec.get("containers") or []:
             _add_index_env(c)
     if index is not None:
-        annotations[api.COMPLETION_INDEX_KEY] = str(index)
-        labels[api.COMPLETION_INDEX_KEY] = str(index)
-        pod_spec["hostname"] = f"{api.name(job)}-{index}"
-        gen = generate_name(api.name(job), index)
-        if api.has_backoff_limit_per_index(job):
+        annotations[fields.COMPLETION_INDEX_KEY] = str(index)
+        labels[fields.COMPLETION_INDEX_KEY] = str(index)
+        pod_spec["hostname"] = f"{fields.name(job)}-{index}"
+        gen = generate_name(fields.name(job), index)
+        if fields.has_backoff_limit_per_index(job):
             failures, ignored = new_index_failure_counts(job, replaced)
-            annotations[api.INDEX_FAILURE_COUNT_KEY] = str(failures)
+            annotations[fields.INDEX_FAILURE_COUNT_KEY] = str(failures)
             if ignored > 0:
-                annotations[api.INDEX_IGNORED_FAILURE_COUNT_KEY] = str(ignored)
-    meta: Obj = {"generateName": gen, "namespace": api.namespace(job), "labels": labels,
+                annotations[fields.INDEX_IGNORED_FAILURE_COUNT_KEY] = str(ignored)
+    meta: Obj = {"generateName": gen, "namespace": fields.namespace(job), "labels": labels,
                  "finalizers": finalizers, "ownerReferences": [controller_owner_ref(job)]}
     if annotations:
         meta["annotations"] = annotations
@@ -110,13 +110,13 @@ def pod_from_template(job: Obj, index: int | None = None, replaced: Obj | None =
 
 # -- ordering pods for removal ----------------------------------------------------------------
 
-_PHASE_ORDINAL = {api.PENDING: 0, api.UNKNOWN: 1, api.RUNNING: 2}
+_PHASE_ORDINAL = {fields.PENDING: 0, fields.UNKNOWN: 1, fields.RUNNING: 2}
 
 
 def _ready_time(pod: Obj) -> datetime | None:
-    c = api.pod_condition(pod, "Ready")
+    c = fields.pod_condition(pod, "Ready")
     if c is not None and c.get("status") == "True":
-        return api.parse_time(c.get("lastTransitionTime"))
+        return fields.parse_time(c.get("lastTransitionTime"))
     return None
 
 
@@ -147,10 +147,10 @@ def _less(a: Obj, b: Obj) -> bool:
     na, nb = (a.get("spec") or {}).get("nodeName") or "", (b.get("spec") or {}).get("nodeName") or ""
     if na != nb and (not na or not nb):
         return not na
-    pa, pb = _PHASE_ORDINAL.get(api.phase(a), 0), _PHASE_ORDINAL.get(api.phase(b), 0)
+    pa, pb = _PHASE_ORDINAL.get(fields.phase(a), 0), _PHASE_ORDINAL.get(fields.phase(b), 0)
     if pa != pb:
         return pa < pb
-    ra, rb = api.is_ready(a), api.is_ready(b)
+    ra, rb = fields.is_ready(a), fields.is_ready(b)
     if ra != rb:
         return not ra
     if ra and rb:
@@ -162,8 +162,8 @@ def _less(a: Obj, b: Obj) -> bool:
         return xa[0] > xb[0]
     if xa[1] != xb[1]:
         return xa[1] > xb[1]
-    ca = api.parse_time(api.md(a).get("creationTimestamp"))
-    cb = api.parse_time(api.md(b).get("creationTimestamp"))
+    ca = fields.parse_time(fields.md(a).get("creationTimestamp"))
+    cb = fields.parse_time(fields.md(b).get("creationTimestamp"))
     if ca != cb:
         return _after_or_zero(ca, cb)
     return False
@@ -190,9 +190,9 @@ def _duplicated_index_pods(pods: list[Obj], completions: int) -> tuple[list[Obj]
     rm: list[Obj] = []
     left: list[Obj] = []
     groups: dict[int, list[Obj]] = {}
-    for p in sorted(pods, key=api.completion_index):
-        ix = api.completion_index(p)
-        if ix >= completions or ix == api.UNKNOWN_INDEX:
+    for p in sorted(pods, key=fields.completion_index):
+        ix = fields.completion_index(p)
+        if ix >= completions or ix == fields.UNKNOWN_INDEX:
             rm.append(p)
         else:
             groups.setdefault(ix, []).append(p)
@@ -209,8 +209,8 @@ def _duplicated_index_pods(pods: list[Obj], completions: int) -> tuple[list[Obj]
 
 def active_pods_for_removal(job: Obj, active: list[Obj], rm_at_least: int) -> list[Obj]:
     """Pods to delete: duplicates/invalid indexes always, then the cheapest to lose."""
-    if api.is_indexed(job):
-        rm, left = _duplicated_index_pods(active, api.completions(job) or 0)
+    if fields.is_indexed(job):
+        rm, left = _duplicated_index_pods(active, fields.completions(job) or 0)
     else:
         rm, left = [], list(active)
     if len(rm) < rm_at_least:
@@ -221,7 +221,7 @@ def active_pods_for_removal(job: Obj, active: list[Obj], rm_at_least: int) -> li
 # -- indexes ----------------------------------------------------------------------------------
 
 def indexes_of(pods: Iterable[Obj]) -> set[int]:
-    return {ix for p in pods if (ix := api.completion_index(p)) != api.UNKNOWN_INDEX}
+    return {ix for p in pods if (ix := fields.completion_index(p)) != fields.UNKNOWN_INDEX}
 
 
 def first_pending_indexes(job: Obj, pods: list[Obj], active: list[Obj], succeeded: Intervals,
@@ -234,8 +234,8 @@ def first_pending_indexes(job: Obj, pods: list[Obj], active: list[Obj], succeede
     if count <= 0:
         return []
     busy = succeeded.with_indexes(sorted(indexes_of(active)))
-    if api.only_replace_failed_pods(job):
-        busy = busy.with_indexes(sorted(indexes_of(p for p in pods if api.is_terminating(p))))
+    if fields.only_replace_failed_pods(job):
+        busy = busy.with_indexes(sorted(indexes_of(p for p in pods if fields.is_terminating(p))))
     if failed is not None:
         busy = busy.merge(failed)
     out: list[int] = []
@@ -252,8 +252,8 @@ def first_pending_indexes(job: Obj, pods: list[Obj], active: list[Obj], succeede
 
 
 def is_valid_index(job: Obj, pod: Obj) -> bool:
-    ix = api.completion_index(pod)
-    return ix != api.UNKNOWN_INDEX and ix < (api.completions(job) or 0)
+    ix = fields.completion_index(pod)
+    return ix != fields.UNKNOWN_INDEX and ix < (fields.completions(job) or 0)
 
 
 def pods_with_delayed_deletion_per_index(job: Obj, pods: list[Obj], active: list[Obj], expected_rm: frozenset[str],
@@ -267,15 +267,15 @@ def pods_with_delayed_deletion_per_index(job: Obj, pods: list[Obj], active: list
     active_ix = indexes_of(active)
     out: dict[int, Obj] = {}
     for p in pods:
-        if not api.has_tracking_finalizer(p) or api.uid(p) in expected_rm:
+        if not fields.has_tracking_finalizer(p) or fields.uid(p) in expected_rm:
             continue
         if not is_valid_index(job, p) or not is_pod_failed(p, job):
             continue
-        ix = api.completion_index(p)
+        ix = fields.completion_index(p)
         if succeeded.has(ix) or (failed is not None and failed.has(ix)) or ix in active_ix:
             continue
         prev = out.get(ix)
-        if prev is None or (api.index_absolute_failure_count(prev) <= api.index_absolute_failure_count(p)
+        if prev is None or (fields.index_absolute_failure_count(prev) <= fields.index_absolute_failure_count(p)
                             and not finished_time(p) < finished_time(prev)):
             out[ix] = p
     return out
@@ -311,50 +311,50 @@ def selector_matches(selector: Obj | None, lbls: dict[str, str]) -> bool:
 
 def adopt_patch(job: Obj, pod: Obj) -> Obj:
     """Strategic-merge patch that makes the Job the pod's controller (UID precondition)."""
-    return {"metadata": {"uid": api.uid(pod), "ownerReferences": [controller_owner_ref(job)],
-                         "finalizers": [api.JOB_TRACKING_FINALIZER]}}
+    return {"metadata": {"uid": fields.uid(pod), "ownerReferences": [controller_owner_ref(job)],
+                         "finalizers": [fields.JOB_TRACKING_FINALIZER]}}
 
 
 def release_patch(job: Obj, pod: Obj) -> Obj:
     """Strategic-merge patch that drops our ownerReference and tracking finalizer."""
-    return {"metadata": {"uid": api.uid(pod),
-                         "ownerReferences": [{"$patch": "delete", "uid": api.uid(job)}],
-                         "$deleteFromPrimitiveList/finalizers": [api.JOB_TRACKING_FINALIZER]}}
+    return {"metadata": {"uid": fields.uid(pod),
+                         "ownerReferences": [{"$patch": "delete", "uid": fields.uid(job)}],
+                         "$deleteFromPrimitiveList/finalizers": [fields.JOB_TRACKING_FINALIZER]}}
 
 
 def remove_finalizer_patch(pod: Obj) -> Obj | None:
-    if not api.has_tracking_finalizer(pod):
+    if not fields.has_tracking_finalizer(pod):
         return None
-    return {"metadata": {"$deleteFromPrimitiveList/finalizers": [api.JOB_TRACKING_FINALIZER]}}
+    return {"metadata": {"$deleteFromPrimitiveList/finalizers": [fields.JOB_TRACKING_FINALIZER]}}
 
 
 def with_tracking_finalizer(pod: Obj) -> Obj:
     """A copy that carries the finalizer, for counting a just-adopted pod in this sync."""
-    if api.has_tracking_finalizer(pod):
+    if fields.has_tracking_finalizer(pod):
         return pod
     out = dict(pod)
-    meta: Obj = dict(api.md(pod))
-    meta["finalizers"] = [*(meta.get("finalizers") or []), api.JOB_TRACKING_FINALIZER]
+    meta: Obj = dict(fields.md(pod))
+    meta["finalizers"] = [*(meta.get("finalizers") or []), fields.JOB_TRACKING_FINALIZER]
     out["metadata"] = meta
     return out
 
 
 def count_ready(pods: Iterable[Obj]) -> int:
-    return sum(1 for p in pods if api.is_ready(p))
+    return sum(1 for p in pods if fields.is_ready(p))
 
 
 def past_backoff_limit_on_failure(job: Obj, pods: list[Obj]) -> bool:
     """With ``restartPolicy: OnFailure`` container restarts of live pods count as failures."""
-    tspec = ((api.spec(job).get("template") or {}).get("spec") or {})
+    tspec = ((fields.spec(job).get("template") or {}).get("spec") or {})
     if tspec.get("restartPolicy") != "OnFailure":
         return False
     restarts = 0
     for p in pods:
-        if api.phase(p) in (api.RUNNING, api.PENDING):
+        if fields.phase(p) in (fields.RUNNING, fields.PENDING):
             st = p.get("status") or {}
             for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
                 restarts += int(cs.get("restartCount") or 0)
-    limit = api.backoff_limit(job)
+    limit = fields.backoff_limit(job)
     if limit == 0:
         return restarts > 0
     return restarts >= limit

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from builtin_controller import api, success_policy
+from builtin_controller import fields, success_policy
 from builtin_controller.backoff import BackoffRecord
 from builtin_controller.failure_policy import counts_as_failure, fail_job_message
 from builtin_controller.pods import count_ready, past_backoff_limit_on_failure, pods_with_delayed_deletion_per_index
@@ -30,17 +30,17 @@ from kruntime.resources import Obj
 
 
 def new_condition(ctype: str, status: str, reason: str, message: str, now: datetime) -> Obj:
-    return jc.new_condition(ctype, status, reason, message, api.format_time(now))
+    return jc.new_condition(ctype, status, reason, message, fields.format_time(now))
 
 
 def ensure_condition(conditions: list[Obj], ctype: str, status: str, reason: str, message: str,
                      now: datetime) -> bool:
     """Set a condition in place by the upstream controller's rule (any change restamps it)."""
-    return jc.set_restamping(conditions, ctype, status, reason, message, api.format_time(now))
+    return jc.set_restamping(conditions, ctype, status, reason, message, fields.format_time(now))
 
 
 def failed_from_failure_target(cond: Obj, now: datetime) -> Obj:
-    return new_condition(api.FAILED, "True", cond.get("reason") or "", cond.get("message") or "", now)
+    return new_condition(fields.FAILED, "True", cond.get("reason") or "", cond.get("message") or "", now)
 
 
 @dataclass
@@ -83,12 +83,12 @@ class SyncContext:
 
 def new_context(job: Obj, key: str, pods: list[Obj], expected_rm: frozenset[str], semantics: Semantics) -> SyncContext:
     """Counters as they stand: stored ones plus pods finished since, minus ignored failures."""
-    st = api.status(job)
+    st = fields.status(job)
     uncounted_succeeded, uncounted_failed = uncounted_lists(st)
     ctx = SyncContext(job=job, key=key, pods=pods, semantics=semantics, expected_rm=expected_rm)
-    ctx.active_pods = [p for p in pods if api.is_active(p)]
+    ctx.active_pods = [p for p in pods if fields.is_active(p)]
     ctx.ready = count_ready(ctx.active_pods)
-    ctx.terminating = sum(1 for p in pods if api.is_terminating(p))
+    ctx.terminating = sum(1 for p in pods if fields.is_terminating(p))
     ctx.uncounted_succeeded = set(uncounted_succeeded)
     ctx.uncounted_failed = set(uncounted_failed)
     ctx.new_succeeded_pods, ctx.new_failed_pods = new_finished_pods(
@@ -100,9 +100,9 @@ def new_context(job: Obj, key: str, pods: list[Obj], expected_rm: frozenset[str]
 
 
 def past_active_deadline(job: Obj, now: datetime) -> bool:
-    ads = api.spec(job).get("activeDeadlineSeconds")
-    start = api.parse_time(api.status(job).get("startTime"))
-    if ads is None or start is None or api.suspended(job):
+    ads = fields.spec(job).get("activeDeadlineSeconds")
+    start = fields.parse_time(fields.status(job).get("startTime"))
+    if ads is None or start is None or fields.suspended(job):
         return False
     return (now - start).total_seconds() >= int(ads)
 
@@ -134,61 +134,62 @@ def evaluate(ctx: SyncContext, now: datetime) -> FinishVerdict:
     job = ctx.job
     recheck: float | None = None
     finished: Obj | None = None
-    scm = api.condition(job, api.SUCCESS_CRITERIA_MET)
+    scm = fields.condition(job, fields.SUCCESS_CRITERIA_MET)
     if scm is not None and scm.get("status") == "True":
         finished = scm
     if finished is None:
-        ft = api.condition(job, api.FAILURE_TARGET)
+        ft = fields.condition(job, fields.FAILURE_TARGET)
         if ft is not None and ft.get("status") == "True":
             finished = failed_from_failure_target(ft, now)
         elif (msg := fail_job_message(job, ctx.pods)) is not None:
-            finished = new_condition(api.FAILURE_TARGET, "True", api.REASON_POD_FAILURE_POLICY, msg, now)
+            finished = new_condition(fields.FAILURE_TARGET, "True", fields.REASON_POD_FAILURE_POLICY, msg, now)
     if finished is None:
-        if ctx.failed > api.backoff_limit(job) or past_backoff_limit_on_failure(job, ctx.pods):
-            finished = new_condition(api.FAILURE_TARGET, "True", api.REASON_BACKOFF_LIMIT_EXCEEDED,
-                                     api.MSG_BACKOFF_LIMIT, now)
+        if ctx.failed > fields.backoff_limit(job) or past_backoff_limit_on_failure(job, ctx.pods):
+            finished = new_condition(fields.FAILURE_TARGET, "True", fields.REASON_BACKOFF_LIMIT_EXCEEDED,
+                                     fields.MSG_BACKOFF_LIMIT, now)
         elif past_active_deadline(job, now):
-            finished = new_condition(api.FAILURE_TARGET, "True", api.REASON_DEADLINE_EXCEEDED, api.MSG_DEADLINE, now)
-        elif api.spec(job).get("activeDeadlineSeconds") is not None and not api.suspended(job):
-            start = api.parse_time(api.status(job).get("startTime")) or now
-            recheck = int(api.spec(job)["activeDeadlineSeconds"]) - (now - start).total_seconds()
-    if not api.is_indexed(job):
+            finished = new_condition(fields.FAILURE_TARGET, "True", fields.REASON_DEADLINE_EXCEEDED,
+                                     fields.MSG_DEADLINE, now)
+        elif fields.spec(job).get("activeDeadlineSeconds") is not None and not fields.suspended(job):
+            start = fields.parse_time(fields.status(job).get("startTime")) or now
+            recheck = int(fields.spec(job)["activeDeadlineSeconds"]) - (now - start).total_seconds()
+    if not fields.is_indexed(job):
         return FinishVerdict(finished, recheck)
-    completions = api.completions(job) or 0
+    completions = fields.completions(job) or 0
     prev_succeeded, succeeded = succeeded_indexes(job, ctx.pods)
     failed: Intervals | None = None
     delayed: dict[int, Obj] = {}
-    if api.has_backoff_limit_per_index(job):
+    if fields.has_backoff_limit_per_index(job):
         failed = failed_indexes(job, ctx.pods)
         if finished is None:
-            max_failed = api.spec(job).get("maxFailedIndexes")
+            max_failed = fields.spec(job).get("maxFailedIndexes")
             nfailed = failed.total()
             if max_failed is not None and nfailed > int(max_failed):
-                finished = new_condition(api.FAILURE_TARGET, "True", api.REASON_MAX_FAILED_INDEXES_EXCEEDED,
-                                         api.MSG_MAX_FAILED_INDEXES, now)
+                finished = new_condition(fields.FAILURE_TARGET, "True", fields.REASON_MAX_FAILED_INDEXES_EXCEEDED,
+                                         fields.MSG_MAX_FAILED_INDEXES, now)
             elif nfailed > 0 and nfailed + succeeded.total() >= completions:
-                finished = new_condition(api.FAILURE_TARGET, "True", api.REASON_FAILED_INDEXES,
-                                         api.MSG_FAILED_INDEXES, now)
+                finished = new_condition(fields.FAILURE_TARGET, "True", fields.REASON_FAILED_INDEXES,
+                                         fields.MSG_FAILED_INDEXES, now)
         delayed = pods_with_delayed_deletion_per_index(job, ctx.pods, ctx.active_pods, ctx.expected_rm, succeeded,
                                                        failed)
     if finished is None:
-        msg = success_policy.match(api.spec(job).get("successPolicy"), completions, succeeded)
+        msg = success_policy.match(fields.spec(job).get("successPolicy"), completions, succeeded)
         if msg is not None:
-            finished = new_condition(api.SUCCESS_CRITERIA_MET, "True", api.REASON_SUCCESS_POLICY, msg, now)
+            finished = new_condition(fields.SUCCESS_CRITERIA_MET, "True", fields.REASON_SUCCESS_POLICY, msg, now)
     return FinishVerdict(finished, recheck, IndexedVerdict(prev_succeeded, succeeded, failed, delayed))
 
 
 def completions_reached(job: Obj, succeeded: int, active: int) -> bool:
     """Work-queue Jobs (no ``completions``) finish on the first success once none runs."""
-    c = api.completions(job)
+    c = fields.completions(job)
     if c is None:
         return succeeded > 0 and active == 0
     return succeeded >= c and active == 0
 
 
 def completions_reached_condition(now: datetime) -> Obj:
-    return new_condition(api.SUCCESS_CRITERIA_MET, "True", api.REASON_COMPLETIONS_REACHED,
-                         api.MSG_COMPLETIONS_REACHED, now)
+    return new_condition(fields.SUCCESS_CRITERIA_MET, "True", fields.REASON_COMPLETIONS_REACHED,
+                         fields.MSG_COMPLETIONS_REACHED, now)
 
 
 def ensure_suspend_condition(job: Obj, now: datetime, semantics: Semantics) -> str | None:
@@ -198,15 +199,15 @@ def ensure_suspend_condition(job: Obj, now: datetime, semantics: Semantics) -> s
     so time spent suspended must not count against it. From 1.36 suspending also clears it
     (``Semantics.clear_start_time_on_suspend``).
     """
-    conds = api.status_for_update(job).setdefault("conditions", [])
-    if api.suspended(job):
-        if ensure_condition(conds, api.SUSPENDED, "True", api.REASON_JOB_SUSPENDED, "Job suspended", now):
+    conds = fields.status_for_update(job).setdefault("conditions", [])
+    if fields.suspended(job):
+        if ensure_condition(conds, fields.SUSPENDED, "True", fields.REASON_JOB_SUSPENDED, "Job suspended", now):
             if semantics.clear_start_time_on_suspend:
-                api.status_for_update(job).pop("startTime", None)
+                fields.status_for_update(job).pop("startTime", None)
             return "Suspended"
         return None
-    if ensure_condition(conds, api.SUSPENDED, "False", api.REASON_JOB_RESUMED, "Job resumed", now):
-        api.status_for_update(job)["startTime"] = api.format_time(now)
+    if ensure_condition(conds, fields.SUSPENDED, "False", fields.REASON_JOB_RESUMED, "Job resumed", now):
+        fields.status_for_update(job)["startTime"] = fields.format_time(now)
         return "Resumed"
     return None
 
@@ -219,17 +220,17 @@ def promote_interim(ctx: SyncContext, now: datetime) -> bool:
     cond = ctx.finished_condition
     if cond is None:
         return False
-    conds = api.status_for_update(ctx.job).setdefault("conditions", [])
+    conds = fields.status_for_update(ctx.job).setdefault("conditions", [])
     changed = False
-    if cond.get("type") == api.FAILURE_TARGET:
+    if cond.get("type") == fields.FAILURE_TARGET:
         conds.append(cond)
         changed = True
         ctx.finished_condition = failed_from_failure_target(cond, now)
     elif jc.holds(cond, jc.SUCCESS_CRITERIA_MET):
-        if not api.condition_true(ctx.job, api.SUCCESS_CRITERIA_MET):
+        if not fields.condition_true(ctx.job, fields.SUCCESS_CRITERIA_MET):
             conds.append(cond)
             changed = True
-        ctx.finished_condition = new_condition(api.COMPLETE, "True", cond.get("reason") or "",
+        ctx.finished_condition = new_condition(fields.COMPLETE, "True", cond.get("reason") or "",
                                                cond.get("message") or "", now)
     return changed
 
@@ -239,7 +240,7 @@ def enact_finished(ctx: SyncContext, now: datetime) -> bool:
     cond = ctx.finished_condition
     if cond is None:
         return False
-    st = api.status_for_update(ctx.job)
+    st = fields.status_for_update(ctx.job)
     u = st.get("uncountedTerminatedPods") or {}
     if (u.get("succeeded") or []) or (u.get("failed") or []):
         return False
@@ -247,6 +248,6 @@ def enact_finished(ctx: SyncContext, now: datetime) -> bool:
         return False
     conds = st.setdefault("conditions", [])
     ensure_condition(conds, cond["type"], cond["status"], cond.get("reason") or "", cond.get("message") or "", now)
-    if cond["type"] == api.COMPLETE:
+    if cond["type"] == fields.COMPLETE:
         st["completionTime"] = cond["lastTransitionTime"]
     return True

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from builtin_controller import api
+from builtin_controller import fields
 from builtin_controller.failure_policy import is_pod_failed, match
 from jobapi import conditions as jc
 from jobapi.intervals import Intervals
@@ -69,15 +69,15 @@ def can_remove_finalizer(job: Obj, pod: Obj, consider_failed: bool, finishing: b
     failed — unless it is the failed pod whose failure count its index's replacement still
     has to inherit (``backoffLimitPerIndex``).
     """
-    if api.deletion_timestamp(job) is not None or finishing or api.phase(pod) == api.SUCCEEDED:
+    if fields.deletion_timestamp(job) is not None or finishing or fields.phase(pod) == fields.SUCCEEDED:
         return True
     if not consider_failed:
         return False
-    if api.has_backoff_limit_per_index(job):
-        ix = api.completion_index(pod)
-        if ix != api.UNKNOWN_INDEX:
+    if fields.has_backoff_limit_per_index(job):
+        ix = fields.completion_index(pod)
+        if ix != fields.UNKNOWN_INDEX:
             held = delayed.get(ix)
-            if held is not None and api.uid(held) == api.uid(pod):
+            if held is not None and fields.uid(held) == fields.uid(pod):
                 return False
     return True
 
@@ -101,33 +101,33 @@ def plan(job: Obj, pods: list[Obj], *, expected_rm: frozenset[str], prev_uncount
     ``completedIndexes`` in order when the per-sync cap cuts the list short.
     """
     out = TrackingPlan()
-    st = api.status_for_update(job)
+    st = fields.status_for_update(job)
     u = ensure_uncounted(st)
-    indexed = api.is_indexed(job)
-    completions = api.completions(job) or 0
-    policy = api.pod_failure_policy(job)
+    indexed = fields.is_indexed(job)
+    completions = fields.completions(job) or 0
+    policy = fields.pod_failure_policy(job)
     # A job that is failing (not succeeding) counts every unfinished pod as failed.
     failing = finished_condition is not None and not jc.holds(finished_condition, jc.SUCCESS_CRITERIA_MET)
     for pod in pods:
-        pid = api.uid(pod)
-        if not api.has_tracking_finalizer(pod) or pid in expected_rm:
+        pid = fields.uid(pod)
+        if not fields.has_tracking_finalizer(pod) or pid in expected_rm:
             continue  # handled by an earlier sync
         consider_failed = is_pod_failed(pod, job)
         if not can_remove_finalizer(job, pod, consider_failed, finished_condition is not None, delayed):
             continue
         out.pods_to_remove_finalizer.append(pod)
-        if api.phase(pod) == api.SUCCEEDED and pid not in prev_uncounted_failed:
+        if fields.phase(pod) == fields.SUCCEEDED and pid not in prev_uncounted_failed:
             if indexed:
-                ix = api.completion_index(pod)
-                if ix != api.UNKNOWN_INDEX and ix < completions and not prev_succeeded_indexes.has(ix):
+                ix = fields.completion_index(pod)
+                if ix != fields.UNKNOWN_INDEX and ix < completions and not prev_succeeded_indexes.has(ix):
                     out.new_succeeded_indexes.append(ix)
                     out.needs_flush = True
             elif pid not in prev_uncounted_succeeded:
                 out.needs_flush = True
                 u["succeeded"].append(pid)
         elif consider_failed or failing:
-            ix = api.completion_index(pod)
-            if pid not in prev_uncounted_failed and (not indexed or (ix != api.UNKNOWN_INDEX and ix < completions)):
+            ix = fields.completion_index(pod)
+            if pid not in prev_uncounted_failed and (not indexed or (ix != fields.UNKNOWN_INDEX and ix < completions)):
                 if policy is not None:
                     v = match(policy, pod)
                     if v.action is not None:
@@ -145,34 +145,34 @@ def plan(job: Obj, pods: list[Obj], *, expected_rm: frozenset[str], prev_uncount
 
 
 def uids_with_finalizer(pods: list[Obj], expected_rm: frozenset[str]) -> set[str]:
-    return {api.uid(p) for p in pods if api.has_tracking_finalizer(p) and api.uid(p) not in expected_rm}
+    return {fields.uid(p) for p in pods if fields.has_tracking_finalizer(p) and fields.uid(p) not in expected_rm}
 
 
 def new_finished_pods(job: Obj, pods: list[Obj], expected_rm: frozenset[str], uncounted_succeeded: set[str],
                       uncounted_failed: set[str]) -> tuple[list[Obj], list[Obj]]:
     """Pods that finished since the last sync and are in no uncounted list yet."""
     def valid(p: Obj, uncounted: set[str]) -> bool:
-        if not api.has_tracking_finalizer(p) or api.uid(p) in uncounted or api.uid(p) in expected_rm:
+        if not fields.has_tracking_finalizer(p) or fields.uid(p) in uncounted or fields.uid(p) in expected_rm:
             return False
-        if api.is_indexed(job):
-            ix = api.completion_index(p)
-            if ix == api.UNKNOWN_INDEX or ix >= (api.completions(job) or 0):
+        if fields.is_indexed(job):
+            ix = fields.completion_index(p)
+            if ix == fields.UNKNOWN_INDEX or ix >= (fields.completions(job) or 0):
                 return False
         return True
 
-    succeeded = [p for p in pods if valid(p, uncounted_succeeded) and api.phase(p) == api.SUCCEEDED]
+    succeeded = [p for p in pods if valid(p, uncounted_succeeded) and fields.phase(p) == fields.SUCCEEDED]
     failed = [p for p in pods if valid(p, uncounted_failed) and is_pod_failed(p, job)]
     return succeeded, failed
 
 
 def succeeded_indexes(job: Obj, pods: list[Obj]) -> tuple[Intervals, Intervals]:
     """(indexes already in status, those plus indexes of succeeded pods not yet counted)."""
-    completions = api.completions(job) or 0
-    prev = Intervals.parse(api.status(job).get("completedIndexes") or "", completions)
+    completions = fields.completions(job) or 0
+    prev = Intervals.parse(fields.status(job).get("completedIndexes") or "", completions)
     new = sorted({
         ix for p in pods
-        if api.phase(p) == api.SUCCEEDED and api.has_tracking_finalizer(p)
-        and (ix := api.completion_index(p)) != api.UNKNOWN_INDEX and ix < completions
+        if fields.phase(p) == fields.SUCCEEDED and fields.has_tracking_finalizer(p)
+        and (ix := fields.completion_index(p)) != fields.UNKNOWN_INDEX and ix < completions
     })
     return prev, prev.with_indexes(new)
 
@@ -181,25 +181,25 @@ def is_index_failed(job: Obj, pod: Obj) -> bool:
     """The pod's failure exhausts its index: a FailIndex rule, or the per-index limit."""
     counted = False
     if is_pod_failed(pod, job):
-        policy = api.pod_failure_policy(job)
+        policy = fields.pod_failure_policy(job)
         if policy is not None:
             v = match(policy, pod)
-            if v.action == api.ACTION_FAIL_INDEX:
+            if v.action == fields.ACTION_FAIL_INDEX:
                 return True
             counted = v.count_failed
         else:
             counted = True
-    limit = int(api.spec(job).get("backoffLimitPerIndex") or 0)
-    return counted and api.index_failure_count(pod) >= limit
+    limit = int(fields.spec(job).get("backoffLimitPerIndex") or 0)
+    return counted and fields.index_failure_count(pod) >= limit
 
 
 def failed_indexes(job: Obj, pods: list[Obj]) -> Intervals:
-    completions = api.completions(job) or 0
-    stored = api.status(job).get("failedIndexes")
+    completions = fields.completions(job) or 0
+    stored = fields.status(job).get("failedIndexes")
     prev = Intervals.parse(stored, completions) if stored is not None else Intervals()
     new = sorted({
         ix for p in pods
-        if (ix := api.completion_index(p)) != api.UNKNOWN_INDEX and ix < completions
-        and api.has_tracking_finalizer(p) and is_index_failed(job, p)
+        if (ix := fields.completion_index(p)) != fields.UNKNOWN_INDEX and ix < completions
+        and fields.has_tracking_finalizer(p) and is_index_failed(job, p)
     })
     return prev.with_indexes(new)

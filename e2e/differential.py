@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builtin_controller import api
+from builtin_controller import fields
 from kruntime.client import ApiError
 from kruntime.resources import PODS, Obj
 from tests.conformance.harness import ClusterView, Driver, driver
@@ -125,7 +125,7 @@ class Side:
         self.d.pod_listeners.append(self._on_pod)
 
     def _on_job(self, etype: str, job: Obj) -> None:
-        if etype == "DELETED" or api.name(job) != self.d.job_name:
+        if etype == "DELETED" or fields.name(job) != self.d.job_name:
             return
         c = counters(job)
         if not self.trajectory or self.trajectory[-1] != c:
@@ -133,27 +133,27 @@ class Side:
             self.timeline.append((self._t(), "job", " ".join(f"{k}={v}" for k, v in c.items())))
 
     def _on_pod(self, etype: str, pod: Obj) -> None:
-        if api.labels_of(pod).get(JOB_NAME_LABEL) != self.d.job_name:
+        if fields.labels_of(pod).get(JOB_NAME_LABEL) != self.d.job_name:
             return
         state = "gone" if etype == "DELETED" else (
-            f"{api.phase(pod)}{' deleting' if api.deletion_timestamp(pod) else ''}"
-            f"{' ready' if api.is_ready(pod) else ''}")
-        if self._pod_state.get(api.name(pod)) != state:
-            self._pod_state[api.name(pod)] = state
-            self.timeline.append((self._t(), api.name(pod)[-5:], state))
+            f"{fields.phase(pod)}{' deleting' if fields.deletion_timestamp(pod) else ''}"
+            f"{' ready' if fields.is_ready(pod) else ''}")
+        if self._pod_state.get(fields.name(pod)) != state:
+            self._pod_state[fields.name(pod)] = state
+            self.timeline.append((self._t(), fields.name(pod)[-5:], state))
         # Called before the Driver records the pod: an unseen uid is a newly created pod.
-        if etype == "DELETED" or api.uid(pod) in self.d.seen or not self.d.seen:
+        if etype == "DELETED" or fields.uid(pod) in self.d.seen or not self.d.seen:
             return
         self.created_beside_terminating.append(len(self.terminating()))
 
     # -- reading ----------------------------------------------------------------------------
 
     def terminating(self) -> list[Obj]:
-        return [p for p in self.d.pods() if api.is_terminating(p)]
+        return [p for p in self.d.pods() if fields.is_terminating(p)]
 
     def ready(self, *, fresh: bool = False) -> list[Obj]:
         """Active pods whose Ready condition is True (``fresh``: none released yet)."""
-        return [p for p in self.d.active() if api.is_ready(p) and not (fresh and api.name(p) in self.released)]
+        return [p for p in self.d.active() if fields.is_ready(p) and not (fresh and fields.name(p) in self.released)]
 
     # -- acting -----------------------------------------------------------------------------
 
@@ -166,7 +166,7 @@ class Side:
 
     async def release(self, pod: Obj) -> None:
         """Let ``pod``'s container exit (with its index's code) by creating the release file."""
-        name = api.name(pod)
+        name = fields.name(pod)
         self.released.add(name)
         for attempt in range(3):  # a loaded node's kubelet can refuse a stream now and then
             proc = await asyncio.to_thread(self.kubectl, "exec", "-n", self.d.ns, name, "-c", "main", "--",
@@ -184,22 +184,22 @@ class Side:
 
     async def release_all(self) -> None:
         for p in self.d.active():
-            if api.name(p) not in self.released:
+            if fields.name(p) not in self.released:
                 await self.release(p)
 
     async def evict(self, pod: Obj) -> None:
         """The Eviction API: the API server adds DisruptionTarget, then deletes the pod gracefully."""
         body = {"apiVersion": "policy/v1", "kind": "Eviction",
-                "metadata": {"name": api.name(pod), "namespace": self.d.ns}}
-        await self.d.client.request("POST", PODS.path(self.d.ns, api.name(pod), "eviction"), body=body)
+                "metadata": {"name": fields.name(pod), "namespace": self.d.ns}}
+        await self.d.client.request("POST", PODS.path(self.d.ns, fields.name(pod), "eviction"), body=body)
 
     def pod_truth(self) -> dict[str, int]:
         """``active`` / ``ready`` / ``terminating`` as the Job's pods are now (what every Job
         controller converges to: ready and active count pods neither finished nor deleted)."""
         pods = self.d.pods()
-        return {"active": sum(1 for p in pods if api.is_active(p)),
-                "ready": sum(1 for p in pods if api.is_active(p) and api.is_ready(p)),
-                "terminating": sum(1 for p in pods if api.is_terminating(p))}
+        return {"active": sum(1 for p in pods if fields.is_active(p)),
+                "ready": sum(1 for p in pods if fields.is_active(p) and fields.is_ready(p)),
+                "terminating": sum(1 for p in pods if fields.is_terminating(p))}
 
     async def checkpoint(self, name: str, *, hold: Callable[[], bool] | None = None, timeout: float = 20) -> None:
         """Record the Job's status once it agrees with its pods (:meth:`pod_truth`) and nothing

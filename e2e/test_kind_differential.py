@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from builtin_controller import api
+from builtin_controller import fields
 from e2e.differential import (
     KindScenario,
     Result,
@@ -110,7 +110,7 @@ async def delete_then_replacement_beside_the_terminating_pod(s: Side) -> None:
 async def index_zero_exits_42_beside_a_running_pod(s: Side) -> None:
     await s.wait_ready(2)
     await s.checkpoint("running")
-    [zero] = [p for p in s.d.active() if api.completion_index(p) == 0]
+    [zero] = [p for p in s.d.active() if fields.completion_index(p) == 0]
     await s.release(zero)
     await s.d.wait(lambda: s.d.cond("FailureTarget") == "True" and _one_terminating(s),
                    what="FailureTarget with the sibling terminating")

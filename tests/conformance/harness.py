@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from builtin_controller import api
+from builtin_controller import fields
 from builtin_controller.controller import JobController
 from clusterbed import kubelet
 from clusterbed.cluster import ClusterSpec
@@ -187,11 +187,11 @@ class ClusterView:
         self._tasks = []
 
     def _on_job(self, etype: str, old: Obj | None, new: Obj) -> None:
-        for d in self.drivers.get(api.namespace(new), ()):
+        for d in self.drivers.get(fields.namespace(new), ()):
             d.on_job(etype, new)
 
     def _on_pod(self, etype: str, old: Obj | None, new: Obj) -> None:
-        for d in self.drivers.get(api.namespace(new), ()):
+        for d in self.drivers.get(fields.namespace(new), ()):
             d.on_pod(etype, new)
 
 
@@ -227,7 +227,7 @@ class Driver:
     def on_job(self, etype: str, job: Obj) -> None:
         for fn in self.job_listeners:
             fn(etype, job)
-        if api.name(job) != self.job_name or etype == "DELETED":
+        if fields.name(job) != self.job_name or etype == "DELETED":
             return
         started = "startTime" in (job.get("status") or {})
         if not self.start_trace or self.start_trace[-1] != started:
@@ -239,28 +239,28 @@ class Driver:
                 self.trace.append((t, s, r))
 
     def _mine(self, pod: Obj) -> bool:
-        ref = api.controller_ref(pod)
+        ref = fields.controller_ref(pod)
         if ref is not None:
             return ref.get("kind") == "Job" and ref.get("name") == self.job_name
-        return api.labels_of(pod).get("batch.kubernetes.io/job-name") == self.job_name
+        return fields.labels_of(pod).get("batch.kubernetes.io/job-name") == self.job_name
 
     def on_pod(self, etype: str, pod: Obj) -> None:
         for fn in self.pod_listeners:
             fn(etype, pod)
         if etype == "DELETED" or not self._mine(pod):
             return
-        u = api.uid(pod)
+        u = fields.uid(pod)
         if u not in self.seen:
-            ix = api.completion_index(pod)
-            key = None if ix == api.UNKNOWN_INDEX else ix
+            ix = fields.completion_index(pod)
+            key = None if ix == fields.UNKNOWN_INDEX else ix
             attempt = self._attempts.get(key, 0)
             self._attempts[key] = attempt + 1
             info = PodInfo(key, attempt, len(self.seen))
             self.seen[u] = info
-            self.pod_names.add(api.name(pod))
-            if self.autopilot and api.deletion_timestamp(pod) is None and not api.is_terminal(pod):
+            self.pod_names.add(fields.name(pod))
+            if self.autopilot and fields.deletion_timestamp(pod) is None and not fields.is_terminal(pod):
                 self._spawn(self._drive(pod, self.outcome(info)))
-        if (api.deletion_timestamp(pod) is not None and not api.is_terminal(pod) and self.on_delete == "fail"
+        if (fields.deletion_timestamp(pod) is not None and not fields.is_terminal(pod) and self.on_delete == "fail"
                 and u not in self._deleted_handled):
             self._deleted_handled.add(u)
             self._spawn(self._fail_deleted(pod))
@@ -284,8 +284,8 @@ class Driver:
     async def _drive(self, pod: Obj, o: Outcome) -> None:
         await asyncio.sleep(0.2)
         for _ in range(5):
-            fresh = await self.client.get(PODS, self.ns, api.name(pod))
-            if api.deletion_timestamp(fresh) is not None or api.is_terminal(fresh):
+            fresh = await self.client.get(PODS, self.ns, fields.name(pod))
+            if fields.deletion_timestamp(fresh) is not None or fields.is_terminal(fresh):
                 return
             status = kubelet.running_status(fresh, ready=o.ready)
             if o.kind == "restarts":
@@ -300,15 +300,15 @@ class Driver:
         if o.kind in ("hang", "restarts"):
             return
         await asyncio.sleep(o.delay)
-        fresh = await self.client.get(PODS, self.ns, api.name(pod))
-        if api.deletion_timestamp(fresh) is not None or api.is_terminal(fresh):
+        fresh = await self.client.get(PODS, self.ns, fields.name(pod))
+        if fields.deletion_timestamp(fresh) is not None or fields.is_terminal(fresh):
             return
         await self.finish(fresh, o)
 
     async def _fail_deleted(self, pod: Obj) -> None:
         await asyncio.sleep(1.0)
-        fresh = await self.client.get(PODS, self.ns, api.name(pod))
-        if not api.is_terminal(fresh):
+        fresh = await self.client.get(PODS, self.ns, fields.name(pod))
+        if not fields.is_terminal(fresh):
             await kubelet.write_status(self.client, fresh, kubelet.terminated_status(fresh, succeeded=False,
                                                                                      exit_code=137))
 
@@ -317,8 +317,8 @@ class Driver:
         — the autopilot or a scripted step — may have got there first)."""
         conds = [{"type": t, "status": s, "lastTransitionTime": kubelet._now()} for t, s in o.conditions]
         for _ in range(5):
-            fresh = await self.client.get(PODS, self.ns, api.name(pod))
-            if api.is_terminal(fresh):
+            fresh = await self.client.get(PODS, self.ns, fields.name(pod))
+            if fields.is_terminal(fresh):
                 return
             try:
                 await kubelet.write_status(self.client, fresh, kubelet.terminated_status(
@@ -327,7 +327,7 @@ class Driver:
             except ApiError as exc:
                 if not exc.conflict:
                     raise
-        raise AssertionError(f"could not finish pod {api.name(pod)}: conflicts")
+        raise AssertionError(f"could not finish pod {fields.name(pod)}: conflicts")
 
     async def close(self) -> None:
         for t in list(self._tasks):
@@ -346,19 +346,19 @@ class Driver:
         return self.view.jobs.get(f"{self.ns}/{self.job_name}")
 
     def pods(self) -> list[Obj]:
-        ps = [p for p in self.view.pods.items() if api.namespace(p) == self.ns and self._mine(p)]
-        return sorted(ps, key=lambda p: (api.md(p).get("creationTimestamp", ""), api.name(p)))
+        ps = [p for p in self.view.pods.items() if fields.namespace(p) == self.ns and self._mine(p)]
+        return sorted(ps, key=lambda p: (fields.md(p).get("creationTimestamp", ""), fields.name(p)))
 
     def active(self) -> list[Obj]:
-        return [p for p in self.pods() if api.is_active(p)]
+        return [p for p in self.pods() if fields.is_active(p)]
 
     def running(self, index: int | None = None) -> list[Obj]:
-        return [p for p in self.active() if api.phase(p) == "Running"
-                and (index is None or api.completion_index(p) == index)]
+        return [p for p in self.active() if fields.phase(p) == "Running"
+                and (index is None or fields.completion_index(p) == index)]
 
     def cond(self, ctype: str) -> str | None:
         j = self.job
-        c = None if j is None else api.condition(j, ctype)
+        c = None if j is None else fields.condition(j, ctype)
         return None if c is None else str(c.get("status"))
 
     async def wait(self, probe: Callable[[], Any], *, timeout: float = 60, what: str = "condition") -> Any:
@@ -369,7 +369,7 @@ class Driver:
                 return v
             if asyncio.get_running_loop().time() > deadline:
                 j = self.job
-                pods = [(api.name(p), api.phase(p), bool(api.deletion_timestamp(p))) for p in self.pods()]
+                pods = [(fields.name(p), fields.phase(p), bool(fields.deletion_timestamp(p))) for p in self.pods()]
                 raise AssertionError(f"[{self.client.name}/{self.ns}] timed out after {timeout}s waiting for {what}; "
                                      f"job status: {None if j is None else j.get('status')}; pods: {pods}")
             await asyncio.sleep(0.1)
@@ -379,7 +379,7 @@ class Driver:
         def probe() -> bool:
             act = self.active()
             j = self.job
-            return (len(act) == n and all(api.phase(p) == "Running" for p in act) and j is not None
+            return (len(act) == n and all(fields.phase(p) == "Running" for p in act) and j is not None
                     and int(j.get("status", {}).get("active") or 0) == n)
         await self.wait(probe, timeout=timeout, what=f"{n} running pods")
         return self.active()
@@ -401,8 +401,8 @@ class Driver:
             j = self.job
             st = (j or {}).get("status") or {}
             u = st.get("uncountedTerminatedPods") or {}
-            state = (api.md(j or {}).get("resourceVersion"),
-                     tuple((api.name(p), api.md(p).get("resourceVersion")) for p in self.pods()))
+            state = (fields.md(j or {}).get("resourceVersion"),
+                     tuple((fields.name(p), fields.md(p).get("resourceVersion")) for p in self.pods()))
             if state != last:
                 last, since = state, loop.time()
             elif loop.time() - since >= quiet and not u.get("succeeded") and not u.get("failed"):
@@ -434,7 +434,7 @@ class Driver:
         await self.finish(pod, fail(code, *conditions))
 
     async def delete_pod(self, pod: Obj) -> None:
-        await self.client.delete(PODS, self.ns, api.name(pod), propagation=None)
+        await self.client.delete(PODS, self.ns, fields.name(pod), propagation=None)
 
     # -- the result -----------------------------------------------------------------------
 
@@ -456,7 +456,7 @@ class Driver:
         out: Obj = {
             "pods_created": len(self.seen),
             "pods_left": len(mine),
-            "pods_with_finalizer": sum(1 for p in mine if api.has_tracking_finalizer(p)),
+            "pods_with_finalizer": sum(1 for p in mine if fields.has_tracking_finalizer(p)),
             "driver_errors": self.errors,
         }
         per_index: dict[int, int] = {}
@@ -465,7 +465,7 @@ class Driver:
                 per_index[info.index] = per_index.get(info.index, 0) + 1
         if per_index:
             out["pods_per_index"] = dict(sorted(per_index.items()))
-        out["pod_shapes"] = sorted({_pod_shape(p, j) for p in mine if api.controller_ref(p) is not None})
+        out["pod_shapes"] = sorted({_pod_shape(p, j) for p in mine if fields.controller_ref(p) is not None})
         if j is None:
             out["job"] = None
             return out
@@ -495,8 +495,8 @@ class Driver:
 
 def _pod_shape(pod: Obj, job: Obj | None) -> str:
     """What the controller put into a pod, with cluster-specific UIDs blanked out."""
-    juid = api.uid(job) if job is not None else None
-    md = api.md(pod)
+    juid = fields.uid(job) if job is not None else None
+    md = fields.md(pod)
     shape = {
         "generateName": md.get("generateName"),
         "labels": {k: "<uid>" if v == juid or k.endswith("controller-uid") else v

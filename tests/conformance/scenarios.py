@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from builtin_controller import api
+from builtin_controller import fields
 from kruntime.resources import PODS
 from tests.conformance.harness import (
     HANG,
@@ -109,7 +109,7 @@ async def _create_orphan(d: Driver) -> None:
                                        "metadata": {"name": "orphan", "labels": labels},
                                        "spec": {"restartPolicy": "Never",
                                                 "containers": [{"name": "main", "image": "busybox"}]}})
-    await d.wait(lambda: any(api.phase(p) == "Running" for p in d.pods()), what="orphan running")
+    await d.wait(lambda: any(fields.phase(p) == "Running" for p in d.pods()), what="orphan running")
 
 
 def adopt_spec() -> dict[str, object]:
@@ -121,7 +121,7 @@ def adopt_spec() -> dict[str, object]:
 def release_pod(d: Driver) -> Awaitable[None]:
     async def go() -> None:
         [p] = await d.wait_running(1)
-        await d.client.patch(PODS, d.ns, api.name(p), {"metadata": {"labels": {"app": "someone-else"}}})
+        await d.client.patch(PODS, d.ns, fields.name(p), {"metadata": {"labels": {"app": "someone-else"}}})
     return go()
 
 
@@ -250,8 +250,8 @@ def terminal_waits_for_terminating(d: Driver) -> Awaitable[None]:
         await asyncio.sleep(2)
         assert d.cond("Failed") is None, "Failed while a pod is still terminating"
         for p in d.pods():
-            if api.deletion_timestamp(p) is not None:
-                await d.client.request("DELETE", PODS.path(d.ns, api.name(p)),
+            if fields.deletion_timestamp(p) is not None:
+                await d.client.request("DELETE", PODS.path(d.ns, fields.name(p)),
                                        body={"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0})
     return go()
 

@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 from prometheus_client import REGISTRY
 
-from builtin_controller import api
+from builtin_controller import fields
 from builtin_controller.controller import JobController
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
@@ -86,16 +86,16 @@ async def test_indexed_pods_have_upstream_shape_and_complete(view: ClusterView) 
         created = await d.create_job(spec)
         pods = await d.wait_running(3)
         uid = created["metadata"]["uid"]
-        by_index = {api.completion_index(p): p for p in pods}
+        by_index = {fields.completion_index(p): p for p in pods}
         assert sorted(by_index) == [0, 1, 2]
         for ix, p in by_index.items():
             md = p["metadata"]
             assert md["name"].startswith(f"job-{ix}-") and md["generateName"] == f"job-{ix}-"
             assert md["labels"]["batch.kubernetes.io/job-name"] == "job"
             assert md["labels"]["batch.kubernetes.io/controller-uid"] == uid
-            assert md["labels"][api.COMPLETION_INDEX_KEY] == str(ix)
-            assert md["annotations"][api.COMPLETION_INDEX_KEY] == str(ix)
-            assert md["finalizers"] == [api.JOB_TRACKING_FINALIZER]
+            assert md["labels"][fields.COMPLETION_INDEX_KEY] == str(ix)
+            assert md["annotations"][fields.COMPLETION_INDEX_KEY] == str(ix)
+            assert md["finalizers"] == [fields.JOB_TRACKING_FINALIZER]
             assert md["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job", "name": "job", "uid": uid,
                                               "controller": True, "blockOwnerDeletion": True}]
             assert p["spec"]["hostname"] == f"job-{ix}"
@@ -134,7 +134,7 @@ async def test_expectations_prevent_duplicate_pods_under_event_storm(view: Clust
         async def watch_count() -> None:
             nonlocal most
             for _ in range(60):
-                most = max(most, len([p for p in d.pods() if not api.is_terminal(p)]))
+                most = max(most, len([p for p in d.pods() if not fields.is_terminal(p)]))
                 await asyncio.sleep(0.05)
 
         await asyncio.gather(storm(), watch_count())
@@ -153,11 +153,11 @@ async def test_pods_are_counted_before_their_finalizer_goes(view: ClusterView) -
     def on_job(etype: str, job: Obj) -> None:
         u = (job.get("status") or {}).get("uncountedTerminatedPods") or {}
         for x in (u.get("succeeded") or []) + (u.get("failed") or []):
-            job_rv_of_uncounted.setdefault(x, int(api.md(job)["resourceVersion"]))
+            job_rv_of_uncounted.setdefault(x, int(fields.md(job)["resourceVersion"]))
 
     def on_pod(etype: str, pod: Obj) -> None:
-        if not api.has_tracking_finalizer(pod):
-            pod_rv_finalizer_gone.setdefault(api.uid(pod), int(api.md(pod)["resourceVersion"]))
+        if not fields.has_tracking_finalizer(pod):
+            pod_rv_finalizer_gone.setdefault(fields.uid(pod), int(fields.md(pod)["resourceVersion"]))
 
     outcome = lambda i: fail(3) if i.ordinal == 1 else SUCCEED  # noqa: E731
     async with driver(view, outcome=outcome) as d:
@@ -184,7 +184,7 @@ async def test_deleted_pod_counts_as_failed_and_is_replaced_after_backoff(view: 
         await d.wait(lambda: (d.job or {}).get("status", {}).get("failed") == 1, what="failed=1")
         [second] = await d.wait_running(1, timeout=30)
         waited = asyncio.get_running_loop().time() - t0
-        assert api.uid(second) != api.uid(first)
+        assert fields.uid(second) != fields.uid(first)
         assert waited >= 8.5, f"replacement after {waited:.1f}s, expected the 10 s pod-failure backoff"
         await d.succeed_pod(second)
         await d.wait_finished()
@@ -196,14 +196,14 @@ async def test_backoff_delay_doubles_and_limit_fails_the_job(view: ClusterView) 
     async with driver(view, outcome=always(fail(1, delay=0.1))) as d:
         await d.create_job(job_spec(completions=1, backoffLimit=2))
         await d.wait_finished(timeout=90)
-        pods = sorted(d.pods(), key=lambda p: api.md(p)["creationTimestamp"])
+        pods = sorted(d.pods(), key=lambda p: fields.md(p)["creationTimestamp"])
         job = (await d.snapshot())["job"]
         assert job["terminal"] == "Failed"
         assert job["failed"] == 3
         assert [c[:3] for c in job["conditions"]] == [("FailureTarget", "True", "BackoffLimitExceeded"),
                                                       ("Failed", "True", "BackoffLimitExceeded")]
         assert not job["completionTime"]
-    created = [api.parse_time(api.md(p)["creationTimestamp"]) for p in pods]
+    created = [fields.parse_time(fields.md(p)["creationTimestamp"]) for p in pods]
     assert len(created) == 3
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(created)]  # type: ignore[operator]
     assert gaps[0] >= 9 and gaps[1] >= 19, gaps
@@ -215,7 +215,7 @@ async def test_job_deletion_removes_tracking_finalizers(view: ClusterView) -> No
         await d.wait_running(3)
         await d.delete_job("Background")  # no garbage collector here: pods stay, as orphans-to-be
         await d.wait(lambda: d.job is None, what="Job gone")
-        await d.wait(lambda: d.pods() and all(not api.has_tracking_finalizer(p) for p in d.pods()),
+        await d.wait(lambda: d.pods() and all(not fields.has_tracking_finalizer(p) for p in d.pods()),
                      what="finalizers removed")
         assert len(d.pods()) == 3
 
@@ -226,7 +226,7 @@ async def test_adopts_matching_orphans_and_releases_non_matching_pods(view: Clus
         orphan = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orphan", "labels": labels},
                   "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
         await d.client.create(PODS, d.ns, orphan)
-        await d.wait(lambda: any(api.phase(p) == "Running" for p in d.pods()), what="orphan running")
+        await d.wait(lambda: any(fields.phase(p) == "Running" for p in d.pods()), what="orphan running")
         spec = job_spec(completions=3, parallelism=1, manualSelector=True,
                         selector={"matchLabels": {"app": "adopt-me"}})
         spec["template"]["metadata"] = {"labels": labels}
@@ -234,22 +234,22 @@ async def test_adopts_matching_orphans_and_releases_non_matching_pods(view: Clus
 
         def adopted() -> bool:
             p = view.pods.get(f"{d.ns}/orphan")
-            ref = None if p is None else api.controller_ref(p)
-            return p is not None and ref is not None and ref["uid"] == api.uid(d.job or {}) \
-                and api.has_tracking_finalizer(p)
+            ref = None if p is None else fields.controller_ref(p)
+            return p is not None and ref is not None and ref["uid"] == fields.uid(d.job or {}) \
+                and fields.has_tracking_finalizer(p)
 
         await d.wait(adopted, what="orphan adopted")
         await d.wait_running(1)  # the adopted pod is the Job's one active pod: nothing else created
         await asyncio.sleep(1.5)
-        assert [api.name(p) for p in d.pods()] == ["orphan"]
+        assert [fields.name(p) for p in d.pods()] == ["orphan"]
         await d.client.patch(PODS, d.ns, "orphan", {"metadata": {"labels": {"app": "elsewhere"}}})
 
         def released() -> bool:
             p = view.pods.get(f"{d.ns}/orphan")
-            return p is not None and api.controller_ref(p) is None and not api.has_tracking_finalizer(p)
+            return p is not None and fields.controller_ref(p) is None and not fields.has_tracking_finalizer(p)
 
         await d.wait(released, what="non-matching pod released")
-        await d.wait(lambda: any(api.name(p) != "orphan" for p in d.active()), what="a replacement of its own")
+        await d.wait(lambda: any(fields.name(p) != "orphan" for p in d.active()), what="a replacement of its own")
         assert view.pods.get(f"{d.ns}/orphan") is not None  # released, not deleted
         job = (await d.snapshot())["job"]
         assert (job["failed"], job["succeeded"]) == (0, 0)
@@ -284,7 +284,7 @@ async def test_suspend_resume_conditions_events_and_start_time(view: ClusterView
         await d.wait_condition("Suspended", "False")
         await d.wait_running(2)
         start1 = (d.job or {})["status"]["startTime"]
-        cond = api.condition(d.job or {}, "Suspended") or {}
+        cond = fields.condition(d.job or {}, "Suspended") or {}
         assert (cond["reason"], cond["message"]) == ("JobResumed", "Job resumed")
         await d.patch_job({"spec": {"suspend": True}})
         await d.wait_condition("Suspended")
@@ -320,9 +320,9 @@ async def test_per_index_failure_count_travels_to_the_replacement(view: ClusterV
                                     backoffLimit=None))
         await d.wait(lambda: len(d.running()) == 2 and len(d.seen) == 4, timeout=60, what="replacements running")
         for p in d.running():
-            ann = api.annotations_of(p)
-            assert ann[api.INDEX_FAILURE_COUNT_KEY] == "1"
-        await d.wait(lambda: all(not api.has_tracking_finalizer(p) for p in d.pods() if api.is_terminal(p)),
+            ann = fields.annotations_of(p)
+            assert ann[fields.INDEX_FAILURE_COUNT_KEY] == "1"
+        await d.wait(lambda: all(not fields.has_tracking_finalizer(p) for p in d.pods() if fields.is_terminal(p)),
                      what="failed pods released once replaced")
         await d.wait(lambda: (d.job or {}).get("status", {}).get("failed") == 2, what="both failures counted")
         assert (d.job or {})["status"].get("failedIndexes") == ""
@@ -341,8 +341,8 @@ async def test_terminal_condition_waits_for_terminating_pods(view: ClusterView) 
         await asyncio.sleep(2)
         assert d.cond("Failed") is None  # a pod is still terminating
         for p in d.pods():
-            await d.client.patch(PODS, d.ns, api.name(p), {"metadata": {"$deleteFromPrimitiveList/finalizers": [hold]}},
-                                 patch_type="strategic")
+            await d.client.patch(PODS, d.ns, fields.name(p),
+                                 {"metadata": {"$deleteFromPrimitiveList/finalizers": [hold]}}, patch_type="strategic")
         await d.wait_finished()
         job = (await d.snapshot())["job"]
         assert job["terminal"] == "Failed" and job["terminating"] == 0
@@ -415,7 +415,7 @@ async def test_cli_serves_metrics_and_shuts_down_on_sigterm(view: ClusterView,
                 await asyncio.sleep(0.2)
             for _ in range(100):
                 j = await c.get(JOBS, ns, "cli")
-                if api.condition_true(j, "Complete"):
+                if fields.condition_true(j, "Complete"):
                     break
                 await asyncio.sleep(0.2)
             else:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from builtin_controller import api
+from builtin_controller import fields
 from clusterbed import kubelet
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ApiError, ClusterClient
@@ -40,7 +40,7 @@ async def _succeed(client: ClusterClient, pod: Obj) -> None:
         await kubelet.write_status(client, pod, kubelet.terminated_status(pod, succeeded=True))
     except ApiError as exc:
         if exc.conflict:
-            fresh = await client.get(PODS, api.namespace(pod), api.name(pod))
+            fresh = await client.get(PODS, fields.namespace(pod), fields.name(pod))
             await kubelet.write_status(client, fresh, kubelet.terminated_status(fresh, succeeded=True))
         elif not exc.not_found:
             raise
@@ -65,8 +65,8 @@ async def test_thousand_completions_at_parallelism_hundred(scale_view: ClusterVi
             assert time.monotonic() < deadline, f"not complete in time: {(d.job or {}).get('status')}"
             active = d.active()
             most_active = max(most_active, len(active))
-            batch = [p for p in active if api.uid(p) not in handled]
-            handled.update(api.uid(p) for p in batch)
+            batch = [p for p in active if fields.uid(p) not in handled]
+            handled.update(fields.uid(p) for p in batch)
             if batch:
                 await asyncio.gather(*(one(p) for p in batch))
             await asyncio.sleep(0.1)

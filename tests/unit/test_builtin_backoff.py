@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from builtin_controller import api
+from builtin_controller import fields
 from builtin_controller.backoff import (
     BackoffRecord,
     BackoffStore,
@@ -22,7 +22,7 @@ T0 = datetime(2026, 11, 23, 10, 0, 0, tzinfo=UTC)
 
 
 def ts(seconds: float) -> str:
-    return api.format_time(T0 + timedelta(seconds=seconds))
+    return fields.format_time(T0 + timedelta(seconds=seconds))
 
 
 def pod(*, finished: float | None = None, ready_false: float | None = None, deleted: float | None = None,
@@ -133,10 +133,10 @@ def test_store_roundtrip() -> None:
     [
         ({}, 0, 10),  # first failure in the index
         ({}, 3, 7),
-        ({api.INDEX_FAILURE_COUNT_KEY: "1"}, 5, 15),
-        ({api.INDEX_FAILURE_COUNT_KEY: "1", api.INDEX_IGNORED_FAILURE_COUNT_KEY: "1"}, 0, 40),
-        ({api.INDEX_FAILURE_COUNT_KEY: "bogus"}, 0, 10),
-        ({api.INDEX_FAILURE_COUNT_KEY: "2"}, 100, 0),
+        ({fields.INDEX_FAILURE_COUNT_KEY: "1"}, 5, 15),
+        ({fields.INDEX_FAILURE_COUNT_KEY: "1", fields.INDEX_IGNORED_FAILURE_COUNT_KEY: "1"}, 0, 40),
+        ({fields.INDEX_FAILURE_COUNT_KEY: "bogus"}, 0, 10),
+        ({fields.INDEX_FAILURE_COUNT_KEY: "2"}, 100, 0),
     ],
 )
 def test_remaining_for_index(annotations: dict[str, str], ago: float, want: float) -> None:

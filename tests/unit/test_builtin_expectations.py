@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from builtin_controller import api, metrics
+from builtin_controller import fields, metrics
 from builtin_controller.expectations import ControllerExpectations, FinalizerExpectations
 
 
@@ -71,7 +71,8 @@ def _value(name: str, labels: dict[str, str]) -> float:
 
 
 def _pod(phase: str, finalizer: bool) -> dict[str, Any]:
-    return {"metadata": {"finalizers": [api.JOB_TRACKING_FINALIZER] if finalizer else []}, "status": {"phase": phase}}
+    finalizers = [fields.JOB_TRACKING_FINALIZER] if finalizer else []
+    return {"metadata": {"finalizers": finalizers}, "status": {"phase": phase}}
 
 
 def test_terminated_pods_tracking_finalizer_metric() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from builtin_controller import api, pods
+from builtin_controller import fields, pods
 from jobapi.intervals import Intervals
 
 
@@ -29,14 +29,14 @@ def mkpod(name: str, *, index: int | None = None, phase: str = "Pending", node: 
           ignored: int | None = None, finished: str | None = None) -> dict[str, Any]:
     ann: dict[str, str] = {}
     if index is not None:
-        ann[api.COMPLETION_INDEX_KEY] = str(index)
+        ann[fields.COMPLETION_INDEX_KEY] = str(index)
     if failures is not None:
-        ann[api.INDEX_FAILURE_COUNT_KEY] = str(failures)
+        ann[fields.INDEX_FAILURE_COUNT_KEY] = str(failures)
     if ignored is not None:
-        ann[api.INDEX_IGNORED_FAILURE_COUNT_KEY] = str(ignored)
+        ann[fields.INDEX_IGNORED_FAILURE_COUNT_KEY] = str(ignored)
     md: dict[str, Any] = {"name": name, "namespace": "ns", "uid": uid or name, "annotations": ann,
                           "creationTimestamp": created,
-                          "finalizers": [api.JOB_TRACKING_FINALIZER] if finalizer else []}
+                          "finalizers": [fields.JOB_TRACKING_FINALIZER] if finalizer else []}
     if deleted:
         md["deletionTimestamp"] = "2026-11-23T10:00:00Z"
     conds = [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": ready_at}]
@@ -68,7 +68,7 @@ def test_pod_from_template_non_indexed() -> None:
     p = pods.pod_from_template(mkjob())
     md = p["metadata"]
     assert md["generateName"] == "job-"
-    assert md["finalizers"] == [api.JOB_TRACKING_FINALIZER]
+    assert md["finalizers"] == [fields.JOB_TRACKING_FINALIZER]
     assert md["labels"] == {"batch.kubernetes.io/job-name": "job", "controller-uid": "juid"}
     assert md["annotations"] == {"a": "b"}
     assert md["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job", "name": "job", "uid": "juid",
@@ -84,15 +84,15 @@ def test_pod_from_template_indexed() -> None:
     p = pods.pod_from_template(job, 3)
     md = p["metadata"]
     assert md["generateName"] == "job-3-"
-    assert md["annotations"][api.COMPLETION_INDEX_KEY] == "3"
-    assert md["labels"][api.COMPLETION_INDEX_KEY] == "3"
+    assert md["annotations"][fields.COMPLETION_INDEX_KEY] == "3"
+    assert md["labels"][fields.COMPLETION_INDEX_KEY] == "3"
     assert p["spec"]["hostname"] == "job-3"
     assert p["spec"]["subdomain"] == "svc"  # from the template, untouched
     env = {"name": "JOB_COMPLETION_INDEX",
            "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-completion-index']"}}}
     assert p["spec"]["containers"][0]["env"] == [env]
     assert p["spec"]["initContainers"][0]["env"] == [{"name": "X", "value": "1"}, env]
-    assert api.INDEX_FAILURE_COUNT_KEY not in md["annotations"]
+    assert fields.INDEX_FAILURE_COUNT_KEY not in md["annotations"]
     # the template itself is never modified
     assert "env" not in job["spec"]["template"]["spec"]["containers"][0]
 
@@ -100,10 +100,10 @@ def test_pod_from_template_indexed() -> None:
 def test_pod_from_template_keeps_existing_index_env_and_finalizer() -> None:
     job = mkjob(completionMode="Indexed", completions=2)
     job["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "JOB_COMPLETION_INDEX", "value": "x"}]
-    job["spec"]["template"]["metadata"]["finalizers"] = [api.JOB_TRACKING_FINALIZER, "other"]
+    job["spec"]["template"]["metadata"]["finalizers"] = [fields.JOB_TRACKING_FINALIZER, "other"]
     p = pods.pod_from_template(job, 0)
     assert p["spec"]["containers"][0]["env"] == [{"name": "JOB_COMPLETION_INDEX", "value": "x"}]
-    assert p["metadata"]["finalizers"] == [api.JOB_TRACKING_FINALIZER, "other"]
+    assert p["metadata"]["finalizers"] == [fields.JOB_TRACKING_FINALIZER, "other"]
 
 
 @pytest.mark.parametrize(
@@ -123,8 +123,9 @@ def test_index_failure_count_annotations(policy: dict[str, Any] | None, replaced
         job["spec"]["podFailurePolicy"] = policy
     assert pods.new_index_failure_counts(job, replaced) == want
     p = pods.pod_from_template(job, 0, replaced)
-    assert p["metadata"]["annotations"][api.INDEX_FAILURE_COUNT_KEY] == str(want[0])
-    assert p["metadata"]["annotations"].get(api.INDEX_IGNORED_FAILURE_COUNT_KEY) == (str(want[1]) if want[1] else None)
+    assert p["metadata"]["annotations"][fields.INDEX_FAILURE_COUNT_KEY] == str(want[0])
+    ignored = p["metadata"]["annotations"].get(fields.INDEX_IGNORED_FAILURE_COUNT_KEY)
+    assert ignored == (str(want[1]) if want[1] else None)
 
 
 @pytest.mark.parametrize(
@@ -212,7 +213,7 @@ def test_pods_with_delayed_deletion_per_index() -> None:
         mkpod("f5", index=5, phase="Failed", uid="expected"),  # finalizer removal in flight
         mkpod("f9", index=9, phase="Failed"),  # outside completions
     ]
-    active = [p for p in ps if api.is_active(p)]
+    active = [p for p in ps if fields.is_active(p)]
     got = pods.pods_with_delayed_deletion_per_index(job, ps, active, frozenset({"expected"}), Intervals(), Intervals())
     assert {ix: p["metadata"]["name"] for ix, p in got.items()} == {0: "f0", 1: "f1-new", 2: "f2-b"}
     got = pods.pods_with_delayed_deletion_per_index(job, ps, active, frozenset(), Intervals.parse("0", 6),
@@ -243,16 +244,17 @@ def test_selector_matches(selector: dict[str, Any] | None, lbls: dict[str, str],
 def test_patches() -> None:
     job, pod = mkjob(), mkpod("p", uid="puid")
     assert pods.adopt_patch(job, pod) == {"metadata": {
-        "uid": "puid", "ownerReferences": [pods.controller_owner_ref(job)], "finalizers": [api.JOB_TRACKING_FINALIZER]}}
+        "uid": "puid", "ownerReferences": [pods.controller_owner_ref(job)],
+        "finalizers": [fields.JOB_TRACKING_FINALIZER]}}
     assert pods.release_patch(job, pod) == {"metadata": {
         "uid": "puid", "ownerReferences": [{"$patch": "delete", "uid": "juid"}],
-        "$deleteFromPrimitiveList/finalizers": [api.JOB_TRACKING_FINALIZER]}}
+        "$deleteFromPrimitiveList/finalizers": [fields.JOB_TRACKING_FINALIZER]}}
     assert pods.remove_finalizer_patch(pod) == {
-        "metadata": {"$deleteFromPrimitiveList/finalizers": [api.JOB_TRACKING_FINALIZER]}}
+        "metadata": {"$deleteFromPrimitiveList/finalizers": [fields.JOB_TRACKING_FINALIZER]}}
     assert pods.remove_finalizer_patch(mkpod("q", finalizer=False)) is None
     bare = mkpod("q", finalizer=False)
-    assert api.has_tracking_finalizer(pods.with_tracking_finalizer(bare))
-    assert not api.has_tracking_finalizer(bare)
+    assert fields.has_tracking_finalizer(pods.with_tracking_finalizer(bare))
+    assert not fields.has_tracking_finalizer(bare)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from builtin_controller import api, controller, semantics, status
+from builtin_controller import controller, fields, semantics, status
 from builtin_controller.semantics import KubeVersion
 
 NOW = datetime(2026, 11, 26, 1, 0, 0, tzinfo=UTC)
@@ -75,7 +75,7 @@ def test_newest_known_is_the_bed_default() -> None:
 
 
 def running_job() -> dict[str, Any]:
-    started = api.format_time(NOW - timedelta(minutes=5))
+    started = fields.format_time(NOW - timedelta(minutes=5))
     return {"metadata": {"name": "j", "namespace": "ns", "uid": "u"},
             "spec": {"suspend": False, "completions": 1, "parallelism": 1, "template": {}},
             "status": {"startTime": started,
@@ -108,7 +108,7 @@ def test_suspend_and_resume_start_time(version: KubeVersion | None, start_time_a
     job["spec"]["suspend"] = False
     later = NOW + timedelta(seconds=30)
     assert status.ensure_suspend_condition(job, later, sem) == "Resumed"
-    assert job["status"]["startTime"] == api.format_time(later)
+    assert job["status"]["startTime"] == fields.format_time(later)
 
 
 @pytest.mark.parametrize("version", [(1, 35, 4), (1, 37, 2)])

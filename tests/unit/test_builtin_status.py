@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from builtin_controller import api, semantics, status, tracking
+from builtin_controller import fields, semantics, status, tracking
 from jobapi.intervals import Intervals
 
 NOW = datetime(2026, 11, 23, 10, 0, 0, tzinfo=UTC)
-T = api.format_time(NOW)
+T = fields.format_time(NOW)
 #: the semantics of the differential suite's oracle
 SEM = semantics.semantics_for(semantics.NEWEST_KNOWN)
 
@@ -23,7 +23,7 @@ def mkjob(conditions: Conds = (), st: dict[str, Any] | None = None, **spec: Any)
     base: dict[str, Any] = {"completions": 1, "parallelism": 1, "backoffLimit": 6,
                             "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]}}}
     base.update(spec)
-    s: dict[str, Any] = {"startTime": api.format_time(NOW - timedelta(seconds=30))}
+    s: dict[str, Any] = {"startTime": fields.format_time(NOW - timedelta(seconds=30))}
     s.update(st or {})
     if conditions:
         s["conditions"] = [{"type": t, "status": v, "reason": r, "message": "m", "lastTransitionTime": T}
@@ -34,11 +34,11 @@ def mkjob(conditions: Conds = (), st: dict[str, Any] | None = None, **spec: Any)
 def mkpod(uid: str, phase: str = "Running", *, index: int | None = None, finalizer: bool = True, deleted: bool = False,
           code: int = 1, conditions: tuple[tuple[str, str], ...] = (), ready: bool = False,
           failures: int | None = None) -> dict[str, Any]:
-    ann = {} if index is None else {api.COMPLETION_INDEX_KEY: str(index)}
+    ann = {} if index is None else {fields.COMPLETION_INDEX_KEY: str(index)}
     if failures is not None:
-        ann[api.INDEX_FAILURE_COUNT_KEY] = str(failures)
+        ann[fields.INDEX_FAILURE_COUNT_KEY] = str(failures)
     md: dict[str, Any] = {"name": f"p-{uid}", "namespace": "ns", "uid": uid, "annotations": ann,
-                          "finalizers": [api.JOB_TRACKING_FINALIZER] if finalizer else [],
+                          "finalizers": [fields.JOB_TRACKING_FINALIZER] if finalizer else [],
                           "creationTimestamp": T}
     if deleted:
         md["deletionTimestamp"] = T
@@ -192,8 +192,8 @@ def test_suspend_and_resume_conditions() -> None:
     assert status.ensure_suspend_condition(job, NOW, SEM) is None
     job["spec"]["suspend"] = False
     assert status.ensure_suspend_condition(job, later, SEM) == "Resumed"
-    assert job["status"]["startTime"] == api.format_time(later)  # the deadline clock restarts
-    cond = api.condition(job, "Suspended")
+    assert job["status"]["startTime"] == fields.format_time(later)  # the deadline clock restarts
+    cond = fields.condition(job, "Suspended")
     assert cond is not None and (cond["status"], cond["reason"], cond["message"]) == ("False", "JobResumed",
                                                                                       "Job resumed")
     assert status.ensure_suspend_condition(mkjob(), NOW, SEM) is None  # never suspended: no condition
@@ -249,7 +249,7 @@ def plan_for(job: dict[str, Any], pods: list[dict[str, Any]], finished: dict[str
              expected: frozenset[str] = frozenset()) -> tuple[tracking.TrackingPlan, dict[str, Any]]:
     ctx = ctx_for(job, pods, expected)
     ctx.apply(status.evaluate(ctx, NOW))
-    p = tracking.plan(job, sorted(pods, key=api.completion_index), expected_rm=expected,
+    p = tracking.plan(job, sorted(pods, key=fields.completion_index), expected_rm=expected,
                       prev_uncounted_succeeded=ctx.uncounted_succeeded, prev_uncounted_failed=ctx.uncounted_failed,
                       prev_succeeded_indexes=ctx.prev_succeeded_indexes,
                       finished_condition=finished if finished is not None else ctx.finished_condition,
@@ -270,7 +270,7 @@ def plan_for(job: dict[str, Any], pods: list[dict[str, Any]], finished: dict[str
 def test_tracking_plan_non_indexed(pods: list[dict[str, Any]], want_removed: list[str], want_succ: list[str],
                                    want_fail: list[str]) -> None:
     p, u = plan_for(mkjob(completions=5, parallelism=5), pods)
-    assert [api.uid(x) for x in p.pods_to_remove_finalizer] == want_removed
+    assert [fields.uid(x) for x in p.pods_to_remove_finalizer] == want_removed
     assert (u["succeeded"], u["failed"]) == (want_succ, want_fail)
     assert p.needs_flush is bool(want_succ or want_fail)
 
@@ -278,14 +278,14 @@ def test_tracking_plan_non_indexed(pods: list[dict[str, Any]], want_removed: lis
 def test_tracking_plan_failing_job_counts_running_pods_as_failed() -> None:
     ft = status.new_condition("FailureTarget", "True", "BackoffLimitExceeded", "m", NOW)
     p, u = plan_for(mkjob(completions=5, parallelism=5), [mkpod("r"), mkpod("s", "Succeeded")], finished=ft)
-    assert {api.uid(x) for x in p.pods_to_remove_finalizer} == {"r", "s"}
+    assert {fields.uid(x) for x in p.pods_to_remove_finalizer} == {"r", "s"}
     assert (u["succeeded"], u["failed"]) == (["s"], ["r"])
 
 
 def test_tracking_plan_succeeding_job_releases_running_pods_uncounted() -> None:
     scm = status.completions_reached_condition(NOW)
     p, u = plan_for(mkjob(completions=5, parallelism=5), [mkpod("r")], finished=scm)
-    assert [api.uid(x) for x in p.pods_to_remove_finalizer] == ["r"]
+    assert [fields.uid(x) for x in p.pods_to_remove_finalizer] == ["r"]
     assert (u["succeeded"], u["failed"]) == ([], [])
 
 
@@ -294,7 +294,7 @@ def test_tracking_plan_ignored_failures_and_policy_actions() -> None:
         {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3]}},
         {"action": "Count", "onExitCodes": {"operator": "In", "values": [4]}}]})
     p, u = plan_for(job, [mkpod("i", "Failed", code=3), mkpod("c", "Failed", code=4)])
-    assert {api.uid(x) for x in p.pods_to_remove_finalizer} == {"i", "c"}
+    assert {fields.uid(x) for x in p.pods_to_remove_finalizer} == {"i", "c"}
     assert u["failed"] == ["c"]
     assert dict(p.policy_actions) == {"Ignore": 1, "Count": 1}
 
@@ -307,7 +307,7 @@ def test_tracking_plan_indexed() -> None:
     assert p.new_succeeded_indexes == [2]
     assert u["succeeded"] == []  # indexes, not UIDs
     assert u["failed"] == ["d"]
-    assert {api.uid(x) for x in p.pods_to_remove_finalizer} == {"a", "b", "c", "d"}
+    assert {fields.uid(x) for x in p.pods_to_remove_finalizer} == {"a", "b", "c", "d"}
 
 
 def test_tracking_plan_per_index_delays_finalizer_of_last_failure() -> None:

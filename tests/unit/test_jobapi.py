@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from builtin_controller import api, status
+from builtin_controller import fields, status
 from jobapi import conditions as jc
 from jobapi import names, times
 from jobapi.intervals import Intervals
@@ -27,8 +27,8 @@ def cond(ctype: str, st: str = "True") -> dict[str, Any]:
 def test_one_definition_of_finished_in_both_controllers() -> None:
     # Used to be False in the builtin controller (first entry only) and True in the mirror.
     job = {"status": {"conditions": [cond("Complete", "False"), cond("Complete")]}}
-    assert api.is_finished(job) is jc.is_finished(job) is True
-    assert api.is_finished is jc.is_finished
+    assert fields.is_finished(job) is jc.is_finished(job) is True
+    assert fields.is_finished is jc.is_finished
     # A finished manager Job is frozen by the mirror's translator: same definition there.
     frozen = desired_manager_status({"spec": {}, **job}, {"status": {"active": 3}}, datetime.now(UTC))
     assert frozen == job["status"]
@@ -41,20 +41,20 @@ def test_first_entry_and_any_entry_lookups_have_different_names() -> None:
     assert not jc.found_true(conds, "Suspended")  # the first entry, as upstream's lookup
     assert jc.is_true(conds, "Suspended")  # any entry, as the status validation
     assert jc.first_true(conds, "Suspended") is conds[1]
-    assert not api.condition_true({"status": {"conditions": conds}}, "Suspended")
+    assert not fields.condition_true({"status": {"conditions": conds}}, "Suspended")
 
 
 def test_parse_time_keeps_fractions_and_the_seconds_variant_truncates() -> None:
     # Used to be kept by the builtin controller and silently truncated by the mirror.
     frac = times.parse_time("2026-11-23T10:00:00.25Z")
     assert frac == datetime(2026, 11, 23, 10, 0, 0, 250000, tzinfo=UTC)
-    assert api.parse_time is times.parse_time
+    assert fields.parse_time is times.parse_time
     assert times.parse_time_seconds("2026-11-23T10:00:00.25Z") == datetime(2026, 11, 23, 10, tzinfo=UTC)
     # Offsets and naive values normalise to aware UTC in both.
     assert times.parse_time("2026-11-23T12:00:00+02:00") == datetime(2026, 11, 23, 10, tzinfo=UTC)
     assert times.parse_time("2026-11-23T10:00:00") == datetime(2026, 11, 23, 10, tzinfo=UTC)
     assert times.parse_time("junk") is None and times.parse_time(5) is None
-    assert times.format_time(frac) == "2026-11-23T10:00:00Z" == api.format_time(frac)
+    assert times.format_time(frac) == "2026-11-23T10:00:00Z" == fields.format_time(frac)
 
 
 @pytest.mark.parametrize("text", ["1_0", " 10", "\uff110", "²"])
@@ -64,8 +64,8 @@ def test_numbers_read_as_go_atoi_in_every_parser(text: str) -> None:
     assert not Intervals.parse(text, 100)
     assert not Intervals.parse_lenient(text, 100)
     pod = {"metadata": {"annotations": {names.COMPLETION_INDEX_KEY: text, names.INDEX_FAILURE_COUNT_KEY: text}}}
-    assert api.completion_index(pod) == api.UNKNOWN_INDEX
-    assert api.index_failure_count(pod) == 0
+    assert fields.completion_index(pod) == fields.UNKNOWN_INDEX
+    assert fields.index_failure_count(pod) == 0
 
 
 def test_atoi() -> None:
@@ -145,7 +145,7 @@ def test_both_condition_setting_rules() -> None:
 
 
 def test_controller_names_are_one_set() -> None:
-    assert api.JOB_CONTROLLER_NAME == naming.BUILTIN_CONTROLLER_NAME == names.BUILTIN_JOB_CONTROLLER
+    assert fields.JOB_CONTROLLER_NAME == naming.BUILTIN_CONTROLLER_NAME == names.BUILTIN_JOB_CONTROLLER
     assert naming.DEFAULT_CONTROLLER_NAME == names.JOBMIRROR_CONTROLLER
     assert naming.CONTROLLER_UID_LABELS is names.CONTROLLER_UID_LABELS
 

@@ -1,4 +1,4 @@
-"""Names, reasons and small accessors over raw Job and Pod dicts.
+"""The fields of raw Job and Pod dicts as this controller reads them: names, reasons and accessors.
 
 Objects stay plain JSON dicts end to end (see ``kruntime.client``), so the handful of
 questions every module asks of them ("is this pod active?", "which index is it?")
