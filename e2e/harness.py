@@ -51,6 +51,8 @@ DEPLOY = ROOT / "deploy"
 MANAGER_BASE = DEPLOY / "manager"
 WORKER_KUSTOMIZATION = DEPLOY / "worker"
 STORY1_KUSTOMIZATION = DEPLOY / "manager-as-worker"
+#: The JobSet opt-in (config kinds [Job, JobSet]): manager, worker and Story 1 kustomizations.
+JOBSET_KUSTOMIZATIONS = DEPLOY / "jobset"
 
 SYSTEM_NS = "jobmirror-system"
 CONTROLLER_SA = "jobmirror"
@@ -366,12 +368,18 @@ async def bring_up_local(keep: bool = False) -> E2EEnv:
 
     def apply_all() -> None:
         apply_with_server_dry_run(env.kubectl, "manager", DEPLOY, MANAGER_BASE / "namespace.yaml", env.dry_runs)
-        # Story 1 overlay: validated by the server too (not applied: the bed manager has no nodes).
-        dry = env.kubectl("apply", "-k", str(STORY1_KUSTOMIZATION), "--dry-run=server", check=False)
-        env.dry_runs[("manager", str(STORY1_KUSTOMIZATION.relative_to(ROOT)))] = dry
+        # Story 1 overlay and the JobSet opt-in: validated by the server too, not applied (the bed
+        # manager has no nodes; test_deploy applies the JobSet RBAC for its own check, then removes it).
+        for kust in (STORY1_KUSTOMIZATION, JOBSET_KUSTOMIZATIONS / "manager",
+                     JOBSET_KUSTOMIZATIONS / "manager-as-worker"):
+            dry = env.kubectl("apply", "-k", str(kust), "--dry-run=server", check=False)
+            env.dry_runs[("manager", str(kust.relative_to(ROOT)))] = dry
         for name in env.workers:
             apply_with_server_dry_run(env.kubectl_for(name), name, WORKER_KUSTOMIZATION,
                                       WORKER_KUSTOMIZATION / "namespace.yaml", env.dry_runs)
+            dry = env.kubectl_for(name)("apply", "-k", str(JOBSET_KUSTOMIZATIONS / "worker"), "--dry-run=server",
+                                        check=False)
+            env.dry_runs[(name, str((JOBSET_KUSTOMIZATIONS / "worker").relative_to(ROOT)))] = dry
 
     await asyncio.to_thread(apply_all)
     _timed(timings, "deploy/ on the manager, deploy/worker/ on the workers (dry run + apply)", t0)

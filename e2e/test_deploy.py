@@ -6,6 +6,7 @@ deploy/ applied to the manager and deploy/worker/ to each worker.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import uuid
 
@@ -17,6 +18,7 @@ from e2e.harness import (
     CONTROLLER_USER,
     DEPLOYMENT,
     DEPLOYMENTS,
+    JOBSET_KUSTOMIZATIONS,
     LEASE_NAME,
     MANAGER_BASE,
     POD_RES,
@@ -65,6 +67,15 @@ WORKER_RULES: set[Rule] = {
     *{("", "nodes", v, "") for v in ("list", "watch")},  # placement RoomAware: each node's room
     ("", "pods/log", "get", ""),
     *{("", "events", v, "") for v in ("list", "watch")},  # Warning events mirrored onto manager Jobs
+}
+#: deploy/jobset/ (the chart with config.kinds [Job, JobSet]): the controller's JobSet rules on the
+#: manager, and the worker's (also the controller's on a manager that is a worker).
+JOBSET_CONTROLLER_RULES: set[Rule] = {
+    *{("jobset.x-k8s.io", "jobsets", v, "") for v in ("get", "list", "watch", "patch")},
+    ("jobset.x-k8s.io", "jobsets/status", "update", ""),
+}
+JOBSET_WORKER_RULES: set[Rule] = {
+    *{("jobset.x-k8s.io", "jobsets", v, "") for v in ("get", "list", "watch", "create", "delete", "patch")},
 }
 # Granted to every authenticated identity by the default cluster roles; not ours.
 _DEFAULT_RULES = {
@@ -135,7 +146,9 @@ async def test_kustomizations_pass_server_side_dry_run(e2e_env: E2EEnv) -> None:
             problems.append(f"{cluster}: {kust}: not a server dry run?\n{proc.stdout}")
     assert not problems, "\n".join(problems)
     if e2e_env.provider == "local":
-        assert {k for _, k in e2e_env.dry_runs} >= {"deploy", "deploy/manager-as-worker", "deploy/worker"}
+        assert {k for _, k in e2e_env.dry_runs} >= {"deploy", "deploy/manager-as-worker", "deploy/worker",
+                                                    "deploy/jobset/manager", "deploy/jobset/manager-as-worker",
+                                                    "deploy/jobset/worker"}
 
 
 async def test_admission_policy_type_checks_against_the_job_schema(e2e_env: E2EEnv) -> None:
@@ -261,6 +274,36 @@ async def test_worker_identity_has_exactly_the_documented_rules(e2e_env: E2EEnv)
             got = await effective_rules(sa, ns)
             assert got == WORKER_RULES, (f"{name}/{ns}:\nmissing:\n{_fmt(WORKER_RULES - got)}\n"
                                          f"excess:\n{_fmt(got - WORKER_RULES)}")
+
+
+async def test_the_jobset_opt_in_adds_exactly_the_documented_rules(e2e_env: E2EEnv) -> None:
+    """deploy/jobset/: applied, both identities gain exactly the JobSet rules; removed, they are gone again"""
+    env = e2e_env
+    story1 = bool(env.manager_worker)
+    manager_kust = JOBSET_KUSTOMIZATIONS / ("manager-as-worker" if story1 else "manager")
+    worker_kust = JOBSET_KUSTOMIZATIONS / "worker"
+    want = _controller_rules(env) | JOBSET_CONTROLLER_RULES | (JOBSET_WORKER_RULES if story1 else set())
+    workers = env.separate_workers()
+    try:
+        await asyncio.to_thread(env.kubectl, "apply", "-k", str(manager_kust))
+        for name in workers:
+            await asyncio.to_thread(env.kubectl_for(name), "apply", "-k", str(worker_kust))
+        sa = await env.controller_client()
+        got = await effective_rules(sa, "default")
+        assert got == want, f"manager:\nmissing:\n{_fmt(want - got)}\nexcess:\n{_fmt(got - want)}"
+        for name in workers:
+            got = await effective_rules(await env.worker_sa_client(name), "default")
+            want_w = WORKER_RULES | JOBSET_WORKER_RULES
+            assert got == want_w, f"{name}:\nmissing:\n{_fmt(want_w - got)}\nexcess:\n{_fmt(got - want_w)}"
+    finally:
+        await asyncio.to_thread(env.kubectl, "delete", "-k", str(manager_kust), "--ignore-not-found")
+        for name in workers:
+            await asyncio.to_thread(env.kubectl_for(name), "delete", "-k", str(worker_kust), "--ignore-not-found")
+
+    async def back_to_base() -> bool | None:
+        return await effective_rules(sa, "default") == _controller_rules(env) or None
+
+    await wait_for(back_to_base, timeout=30, what="the JobSet rules to be gone once deploy/jobset/ is deleted")
 
 
 DENIED_ON_MANAGER = [

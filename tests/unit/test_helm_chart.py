@@ -157,6 +157,42 @@ def test_manager_as_worker_renders_deploy_manager_as_worker(helm: Path, kubectl:
     assert_same(normalise_helm(chart), normalise_kustomize(kustomize(kubectl, "deploy/manager-as-worker")))
 
 
+JOBSET_KINDS = {"config": {"kinds": ["Job", "JobSet"]}}
+
+
+def with_jobsets(kust: dict[tuple[str, str, str], Obj]) -> dict[tuple[str, str, str], Obj]:
+    """A kustomize render with the config's kinds switched to [Job, JobSet], as an operator edits it."""
+    cm = kust[("ConfigMap", NS, "jobmirror-config")]
+    assert cm["data"]["config.yaml"]["kinds"] == ["Job"], "deploy/'s config names its kinds"
+    cm["data"]["config.yaml"]["kinds"] = ["Job", "JobSet"]
+    return kust
+
+
+def test_jobset_kind_renders_deploy_plus_deploy_jobset(helm: Path, kubectl: Path, tmp_path: Path) -> None:
+    """config.kinds [Job, JobSet] == deploy/ + deploy/jobset/manager/ (and the manager-as-worker pair)"""
+    kust = kustomize(kubectl, "deploy") + kustomize(kubectl, "deploy/jobset/manager")
+    assert_same(normalise_helm(render(helm, JOBSET_KINDS, tmp=tmp_path)), with_jobsets(normalise_kustomize(kust)))
+    story1 = {**JOBSET_KINDS, "managerAsWorker": {"enabled": True}, "workers": [{"name": "worker-1"}]}
+    kust = kustomize(kubectl, "deploy/manager-as-worker") + kustomize(kubectl, "deploy/jobset/manager-as-worker")
+    assert_same(normalise_helm(render(helm, story1, tmp=tmp_path)), with_jobsets(normalise_kustomize(kust)))
+
+
+def test_jobsets_are_granted_only_when_mirrored(helm: Path, tmp_path: Path) -> None:
+    """no jobset.x-k8s.io rule unless config.kinds names JobSet; then only jobsets and jobsets/status"""
+    def jobset_rules(objs: list[Obj]) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+        return [(o["metadata"]["name"], tuple(r["resources"]), tuple(r["verbs"])) for o in objs
+                if o["kind"] == "ClusterRole" for r in o["rules"] if "jobset.x-k8s.io" in r["apiGroups"]]
+
+    assert jobset_rules(render(helm)) == []
+    assert jobset_rules(render(helm, {"config": {"kinds": ["JobSet"]}}, tmp=tmp_path)) != []
+    got = jobset_rules(render(helm, JOBSET_KINDS, release="prod", namespace="ops", tmp=tmp_path))
+    assert got == [("prod-jobmirror-controller-jobsets", ("jobsets",), ("get", "list", "watch", "patch")),
+                   ("prod-jobmirror-controller-jobsets", ("jobsets/status",), ("update",))]
+    binding = next(o for o in render(helm, JOBSET_KINDS, release="prod", namespace="ops", tmp=tmp_path)
+                   if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"].endswith("-jobsets"))
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prod-jobmirror", "namespace": "ops"}]
+
+
 def config_of(objs: list[Obj], tmp: Path) -> Any:
     cm = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-config"))
     for name, text in cm["data"].items():

@@ -81,3 +81,8 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "jobmirror.serviceAcco
 {{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}
+
+{{/* "true" when the config's kinds include JobSet: jobset-rbac.yaml then grants jobsets (as deploy/jobset/). */}}
+{{- define "jobmirror.mirrorsJobSets" -}}
+{{- if has "JobSet" (.Values.config.kinds | default (list "Job")) -}}true{{- end -}}
+{{- end -}}
