@@ -97,7 +97,9 @@ def parser() -> argparse.ArgumentParser:
                         "only (the figures are not comparable)")
     pc = sub.add_parser("placement", help="placement policies side by side on one unequal bed, beside the lower "
                                           "bound, and the room views' memory (bench/placement.py)")
-    pc.add_argument("--jobs", type=int, default=300, help="Jobs per policy (default 300; at least 4)")
+    pc.add_argument("--jobs", type=int, default=None,
+                    help="Jobs per policy (default 300; at least 4); --multitenant: Jobs per order over the three "
+                         "tenants (default 240, rounded down to a multiple of 12: 10/12 the burst tenant's)")
     pc.add_argument("--seed", type=int, default=None, help="workload seed (default 21, printed)")
     pc.add_argument("--memory-pods", type=int, default=20000,
                     help="non-terminal pods per worker for the memory part (default 20000; 0 skips it)")
@@ -110,8 +112,21 @@ def parser() -> argparse.ArgumentParser:
                     help="multiply every pod's run time (default 1; the CI smoke runs shorter pods)")
     pc.add_argument("--policies", default=",".join(("RoomAware", "LeastLoaded")),
                     help="comma-separated, in run order (default RoomAware,LeastLoaded)")
+    pc.add_argument("--multitenant", action="store_true",
+                    help="the multi-tenant workload instead (bench/multitenant.py, issue 35): three tenants, one "
+                         "bursting 10x the others, two priorities, once per scheduling.order; no memory part")
+    pc.add_argument("--orders", default=",".join(("Arrival", "FairShare")),
+                    help="--multitenant: comma-separated scheduling.order values, in run order "
+                         "(default Arrival,FairShare)")
+    pc.add_argument("--stagger", type=float, default=5.0,
+                    help="--multitenant: seconds after the burst the small tenants' first Jobs arrive "
+                         "(default 5, times --duration-scale)")
+    pc.add_argument("--spread", type=float, default=20.0,
+                    help="--multitenant: seconds over which each small tenant's Jobs arrive "
+                         "(default 20, times --duration-scale)")
     pc.add_argument("--out", type=Path, default=REPO / "results", help="results directory (default: results/)")
-    pc.add_argument("--name", default="placement", help="base name of the JSON/PNG (default: placement)")
+    pc.add_argument("--name", default=None,
+                    help="base name of the JSON/PNG (default: placement, or placement-multitenant)")
     vs = sub.add_parser("versions", help="the user journeys on every (manager, worker) Kubernetes release pair "
                                          "(bench/versions.py): results/versions.json + .md")
     vs.add_argument("--managers", default=None,
@@ -158,6 +173,8 @@ def _write(result: dict[str, Any], out: Path, name: str) -> tuple[Path, Path]:
         plot.plot_compare(result, png)
     elif result["benchmark"] == "placement":
         plot.plot_placement(result, png)
+    elif result["benchmark"] == "placement-multitenant":
+        plot.plot_multitenant(result, png)
     else:
         plot.plot_builtin(result, png)
     return jpath, png
@@ -255,10 +272,41 @@ async def _compare(args: argparse.Namespace) -> tuple[Path, Path]:
     return paths
 
 
+async def _multitenant(args: argparse.Namespace) -> int:
+    """``placement --multitenant``: the same Jobs once per scheduling.order; exit 1 if one failed."""
+    from bench import multitenant, placement
+    from bench.env import say
+
+    jobs = multitenant.DEFAULT_JOBS if args.jobs is None else args.jobs
+    if jobs < 1 or args.stagger < 0 or args.spread < 0:
+        say("--jobs must be positive, --stagger and --spread at least 0")
+        return 2
+    opts = multitenant.MultiTenantOptions(
+        out=args.out, jobs=jobs, seed=placement.DEFAULT_SEED if args.seed is None else args.seed,
+        timeout=args.timeout, duration_scale=args.duration_scale, stagger=args.stagger, spread=args.spread,
+        orders=tuple(o.strip() for o in args.orders.split(",") if o.strip()))
+    task = asyncio.current_task()
+    if task is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    result = await multitenant.run(opts)
+    result["command"] = "python -m bench " + " ".join(sys.argv[1:])
+    paths = _write(result, args.out, args.name or multitenant.BENCHMARK)
+    print(multitenant.markdown_table(result))
+    say(f"wrote {paths[0]} and {paths[1]}")
+    failed = [k for k, r in result["orders"].items() if "error" in r]
+    if failed:
+        say(f"FAILED: {', '.join(failed)} (see the JSON)")
+    return 1 if failed else 0
+
+
 async def _placement(args: argparse.Namespace) -> int:
     from bench import placement
     from bench.env import say
 
+    if args.multitenant:
+        return await _multitenant(args)
+    args.jobs = 300 if args.jobs is None else args.jobs
+    args.name = args.name or "placement"
     if args.jobs < len(placement.KINDS) or args.memory_pods < 0 or args.memory_workers < 1:
         say(f"--jobs must be at least {len(placement.KINDS)}, --memory-pods at least 0, --memory-workers at least 1")
         return 2
@@ -363,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         result = json.loads(args.json.read_text())
         png = args.json.with_suffix(".png")
         {"mirror": plot.plot_mirror, "chaos": plot.plot_chaos, "compare": plot.plot_compare,
-         "placement": plot.plot_placement}.get(
+         "placement": plot.plot_placement, "placement-multitenant": plot.plot_multitenant}.get(
             result["benchmark"], plot.plot_builtin)(result, png)
         print(png)
         return 0

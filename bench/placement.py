@@ -495,15 +495,19 @@ async def _shape_nodes(client: ClusterClient, worker: str, shape: NodeShape, tim
 
 
 def _config(bed: ClusterBed, clusters: dict[str, LocalCluster], workers: Sequence[str], policy: str,
-            namespace: str, port: int, tag: str) -> Path:
+            namespace: str | Sequence[str], port: int, tag: str, extra: Mapping[str, Any] | None = None) -> Path:
+    """The controller's config file; ``extra``: more top-level keys (the multi-tenant run's
+    ``scheduling:``)."""
     cfg: dict[str, Any] = {
         "controllerName": DEFAULT_CONTROLLER_NAME, "origin": ORIGIN,
         "managerKubeconfig": str(clusters["manager"].kubeconfig),
         "workers": [{"name": w, "kubeconfig": str(clusters[w].kubeconfig)} for w in workers],
-        "metricsAddress": f"127.0.0.1:{port}", "placement": policy, "namespaces": [namespace],
+        "metricsAddress": f"127.0.0.1:{port}", "placement": policy,
+        "namespaces": [namespace] if isinstance(namespace, str) else list(namespace),
         # Workers count as up after their second probe: 1 s apart instead of 5 s shortens each
         # start (4 per run) and changes nothing the placement figures measure.
         "healthProbeInterval": 1.0,
+        **(extra or {}),
     }
     path = bed.workdir / f"placement-{tag}-{policy}.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -511,13 +515,14 @@ def _config(bed: ClusterBed, clusters: dict[str, LocalCluster], workers: Sequenc
 
 
 async def _start_controller(bed: ClusterBed, clusters: dict[str, LocalCluster], workers: Sequence[str], policy: str,
-                            namespace: str, logs: Path, tag: str, *, workers_up: bool = True) -> env.ControllerProcess:
+                            namespace: str | Sequence[str], logs: Path, tag: str, *, workers_up: bool = True,
+                            extra: Mapping[str, Any] | None = None) -> env.ControllerProcess:
     """Start a controller of ``policy`` and return once ready (``workers_up``: and every worker
     healthy, which takes its second health probe, ~1 s here: Jobs sent earlier would find none)."""
     from bench.mirror_bench import _worker_up, controller_argv
 
     port = env.free_port()
-    cfg = _config(bed, clusters, workers, policy, namespace, port, tag)
+    cfg = _config(bed, clusters, workers, policy, namespace, port, tag, extra)
     p = env.ControllerProcess(f"{tag}-{policy}", controller_argv(cfg, None), logs / f"placement-{tag}-{policy}.log",
                               port)
     p.start()
@@ -529,6 +534,13 @@ async def _start_controller(bed: ClusterBed, clusters: dict[str, LocalCluster], 
         await p.stop()
         raise
     return p
+
+
+def room_expectation(nodes: Mapping[str, Sequence[NodeRoom]],
+                     workers: Sequence[str]) -> dict[str, tuple[str, str, float]]:
+    """What a RoomAware controller's allocatable gauge reads once its room views hold every node."""
+    return {w: ("jobmirror_worker_allocatable", "cpu", float(sum(n.allocatable.get("cpu", 0) for n in nodes[w])))
+            for w in workers}
 
 
 async def _room_synced(p: env.ControllerProcess, expect: Mapping[str, tuple[str, str, float]],
@@ -625,8 +637,7 @@ async def run_policy(policy: str, jobs: Sequence[PlannedJob], nodes: Mapping[str
         t = time.time()
         ctrl = await _start_controller(bed, clusters, workers, policy, namespace, opts.out / "logs", "run")
         if policy == "RoomAware":
-            expect = {w: ("jobmirror_worker_allocatable", "cpu", float(sum(n.allocatable.get("cpu", 0)
-                                                                        for n in nodes[w]))) for w in workers}
+            expect = room_expectation(nodes, workers)
             if not await _room_synced(ctrl, expect, 60):
                 raise RuntimeError(f"RoomAware: room views not synced in 60 s (want {expect}):\n{ctrl.log_tail()}")
         res["controllerStartupSeconds"] = round(time.time() - t, 1)
@@ -834,6 +845,28 @@ async def memory_part(opts: PlacementOptions, bed: ClusterBed, manager: LocalClu
     return out
 
 
+async def unequal_bed(bed: ClusterBed, result: dict[str, Any],
+                      phases: dict[str, float]) -> tuple[dict[str, LocalCluster], dict[str, list[NodeRoom]]]:
+    """The manager and the two unequal workers of ``WORKER_SHAPES``, their nodes shaped; records
+    the server version in ``result`` and the seconds taken in ``phases``."""
+    specs = [ClusterSpec("manager", nodes=0)] + [ClusterSpec(w, nodes=1) for w in WORKER_SHAPES]
+    t = time.monotonic()
+    clusters = await env.bring_up(bed, specs)
+    phases["bringUp"] = round(time.monotonic() - t, 1)
+    t = time.monotonic()
+    wcl = {w: await env.client_for(clusters[w]) for w in WORKER_SHAPES}
+    try:
+        shaped = await asyncio.gather(*(_shape_nodes(wcl[w], w, s) for w, s in WORKER_SHAPES.items()))
+        nodes = {w: [node_room(n) for n in items] for w, items in zip(WORKER_SHAPES, shaped, strict=True)}
+        result["kubernetes"] = {"serverVersion": await env.server_version(wcl["worker-1"])}
+    finally:
+        for c in wcl.values():
+            await c.close()
+    phases["shapeNodes"] = round(time.monotonic() - t, 1)
+    env.say("nodes shaped: " + "; ".join(f"{w}: {len(ns)} x {dict(ns[0].allocatable)}" for w, ns in nodes.items()))
+    return clusters, nodes
+
+
 async def run(opts: PlacementOptions) -> dict[str, Any]:
     from bench.machine import git_info, machine_info, now_iso
 
@@ -856,21 +889,7 @@ async def run(opts: PlacementOptions) -> dict[str, Any]:
     result["phaseSeconds"] = phases
     bed = ClusterBed(Path(tempfile.mkdtemp(prefix="jobmirror-placement-")))
     try:
-        specs = [ClusterSpec("manager", nodes=0)] + [ClusterSpec(w, nodes=1) for w in WORKER_SHAPES]
-        t = time.monotonic()
-        clusters = await env.bring_up(bed, specs)
-        phases["bringUp"] = round(time.monotonic() - t, 1)
-        t = time.monotonic()
-        wcl = {w: await env.client_for(clusters[w]) for w in WORKER_SHAPES}
-        try:
-            shaped = await asyncio.gather(*(_shape_nodes(wcl[w], w, s) for w, s in WORKER_SHAPES.items()))
-            nodes = {w: [node_room(n) for n in items] for w, items in zip(WORKER_SHAPES, shaped, strict=True)}
-            result["kubernetes"] = {"serverVersion": await env.server_version(wcl["worker-1"])}
-        finally:
-            for c in wcl.values():
-                await c.close()
-        phases["shapeNodes"] = round(time.monotonic() - t, 1)
-        env.say("nodes shaped: " + "; ".join(f"{w}: {len(ns)} x {dict(ns[0].allocatable)}" for w, ns in nodes.items()))
+        clusters, nodes = await unequal_bed(bed, result, phases)
         bound = lower_bound(jobs, nodes)
         result["lowerBound"] = bound
         env.say(f"lower bound {bound['seconds']} s ({bound['binding']}); total cpu bound {bound['cpu']} s")
