@@ -33,7 +33,7 @@ e2e-kind:
 
 # The docs site (mkdocs.yml, docs/): regenerate the references from the code, build strictly into site/.
 docs:
-	bash scripts/bootstrap.sh --python-only && .venv/bin/python -m mirror.docs && NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
+	bash scripts/bootstrap.sh --python-only && .venv/bin/python -m refdocs && NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
 
 docs-serve:
 	bash scripts/bootstrap.sh --python-only && NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve

@@ -1,7 +1,7 @@
 """Every event the mirror controller writes on a manager object: one table, used by the code and the docs.
 
 The reconciler and the worker-event mirror take their reason and type from here, and
-``python -m mirror.docs`` renders the same rows into docs/reference/events.md, so the
+``python -m refdocs`` renders the same rows into docs/reference/events.md, so the
 reference cannot list a reason the controller never writes, nor miss one it does. Reason
 strings are API: users filter on them (``kubectl get events --field-selector reason=…``)
 and alerts and tests name them, so change one only deliberately.

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from mirror import docs
 from mirror.cli import main
 from mirror.config import Config
+from refdocs import generate as docs
 
 
 def test_committed_reference_pages_match_the_code() -> None:
@@ -44,7 +44,7 @@ def test_chart_schema_checks_config_with_the_models_schema() -> None:
     value is typed and nothing else is allowed at the top level"""
     import yaml
 
-    from mirror import helm_values
+    from refdocs import helm_values
 
     schema = helm_values.values_schema()
     model = Config.model_json_schema(by_alias=True)
@@ -57,7 +57,7 @@ def test_chart_schema_checks_config_with_the_models_schema() -> None:
 
 
 def test_chart_readme_lists_every_value_with_its_comment() -> None:
-    from mirror import helm_values
+    from refdocs import helm_values
 
     rows = {v.key: v for v in helm_values.chart_values()}
     assert {"networkPolicy.podCIDRs", "config.placement", "inspect.port", "workerKubeconfigs.kubeconfigs"} <= set(rows)

@@ -1,0 +1,7 @@
+"""``python -m refdocs [--check]``: see refdocs.generate."""
+
+import sys
+
+from refdocs.generate import main
+
+sys.exit(main())
