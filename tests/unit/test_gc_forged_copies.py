@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from kruntime.client import ApiError
 from kruntime.resources import Obj, Resource
 from mirror import metrics
 from mirror.config import Worker
 from mirror.gc import GcMemory, collect_once, fair_shares, rotated
 from mirror.identity import manager_key_of
 from mirror.jobs.kind import JOB_KIND
-from mirror.naming import ANNOTATION_ORIGIN_JOB, LABEL_ORIGIN, LABEL_ORIGIN_CLUSTER, LABEL_ORIGIN_UID
+from mirror.naming import ANNOTATION_ORIGIN_JOB, LABEL_ORIGIN_CLUSTER
 from mirror.workers import WorkerCluster
+from testkit.gcfakes import MANAGER_CLUSTER, ORIGIN, FakeManager, FakeWorker, worker_copy
 
-ORIGIN, CLUSTER = "o", "mc"
+CLUSTER = MANAGER_CLUSTER
 
 
 @pytest.mark.parametrize(("origin_job", "key"), [
@@ -81,49 +81,7 @@ def test_a_workers_confirmations_resume_where_they_stopped(keys: list[str], afte
 # -- one GC round -----------------------------------------------------------------------------
 
 
-def copy(name: str, *, ns: str = "ns", origin_job: str | None = None, ours: bool = True, rv: str = "1") -> Obj:
-    """A copy on a worker; ``ours`` False: a forged one (our origin, no origin-cluster label)."""
-    labels = {LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: f"u-{name}"}
-    if ours:
-        labels[LABEL_ORIGIN_CLUSTER] = CLUSTER
-    return {"metadata": {"name": name, "namespace": ns, "uid": f"c-{ns}-{name}", "resourceVersion": rv,
-                         "labels": labels, "annotations": {ANNOTATION_ORIGIN_JOB: origin_job or f"{ns}/{name}"}}}
-
-
-class _Manager:
-    """The manager: no Job exists (every copy is an orphan or unproven); ``broken`` names raise."""
-
-    def __init__(self, broken: tuple[str, ...] = (), status: int = 404) -> None:
-        self.broken, self.status = broken, status
-        self.reads: list[str] = []
-
-    async def get(self, resource: Resource, ns: str, name: str) -> Obj:
-        self.reads.append(name)
-        if name in self.broken:
-            raise RuntimeError(f"cannot read {name}")
-        raise ApiError(self.status, "NotFound" if self.status == 404 else "InternalError", "no", {})
-
-
-class _Client:
-    def __init__(self) -> None:
-        self.deleted: list[str] = []
-
-    async def delete(self, resource: Resource, ns: str, name: str, **_: Any) -> Obj:
-        self.deleted.append(name)
-        return {}
-
-
-class _Worker:
-    healthy = True
-
-    def __init__(self, name: str, copies: list[Obj]) -> None:
-        self.name, self._copies, self.client = name, copies, _Client()
-
-    def copies(self, kind: Any) -> list[Obj]:
-        return self._copies
-
-
-async def gc(manager: _Manager, workers: list[_Worker], memory: GcMemory | None = None, budget: int = 100) -> int:
+async def gc(manager: FakeManager, workers: list[FakeWorker], memory: GcMemory | None = None, budget: int = 100) -> int:
     return await collect_once(manager, workers, ORIGIN, JOB_KIND, CLUSTER, budget=budget,  # type: ignore[arg-type]
                               memory=memory)
 
@@ -136,24 +94,24 @@ async def test_an_error_on_one_copy_does_not_end_the_round() -> None:
     """the manager read for one copy raises (what InvalidName did): the others of that worker and
     of the next are still collected, and the error is counted"""
     before = errors("w1")
-    w1 = _Worker("w1", [copy("bad"), copy("orphan-1")])
-    w2 = _Worker("w2", [copy("orphan-2")])
-    assert await gc(_Manager(broken=("bad",)), [w1, w2]) == 2
+    w1 = FakeWorker("w1", [worker_copy("bad"), worker_copy("orphan-1")])
+    w2 = FakeWorker("w2", [worker_copy("orphan-2")])
+    assert await gc(FakeManager(broken=("bad",)), [w1, w2]) == 2
     assert w1.client.deleted == ["orphan-1"] and w2.client.deleted == ["orphan-2"]
     assert errors("w1") == before + 1
 
 
 async def test_a_dot_dot_copy_is_never_read_and_gc_goes_on() -> None:
-    w1 = _Worker("w1", [copy("forged", origin_job="ns/.."), copy("orphan-1")])
-    manager = _Manager()
+    w1 = FakeWorker("w1", [worker_copy("forged", origin_job="ns/.."), worker_copy("orphan-1")])
+    manager = FakeManager()
     assert await gc(manager, [w1]) == 1
     assert manager.reads == ["orphan-1"] and w1.client.deleted == ["orphan-1"]
 
 
 async def test_an_unproven_copy_is_read_again_only_when_it_changes() -> None:
-    forged = [copy(f"forged-{i}", ours=False) for i in range(3)]
-    w1 = _Worker("w1", forged)
-    manager, memory = _Manager(), GcMemory()
+    forged = [worker_copy(f"forged-{i}", ours=False) for i in range(3)]
+    w1 = FakeWorker("w1", forged)
+    manager, memory = FakeManager(), GcMemory()
     await gc(manager, [w1], memory)
     assert sorted(manager.reads) == ["forged-0", "forged-1", "forged-2"]
     manager.reads.clear()
@@ -165,9 +123,9 @@ async def test_an_unproven_copy_is_read_again_only_when_it_changes() -> None:
 
 
 async def test_a_failed_copy_is_retried_only_when_it_changes() -> None:
-    bad = copy("bad")
-    w1 = _Worker("w1", [bad])
-    manager, memory = _Manager(broken=("bad",)), GcMemory()
+    bad = worker_copy("bad")
+    w1 = FakeWorker("w1", [bad])
+    manager, memory = FakeManager(broken=("bad",)), GcMemory()
     await gc(manager, [w1], memory)
     await gc(manager, [w1], memory)
     assert manager.reads == ["bad"]
@@ -179,29 +137,29 @@ async def test_a_failed_copy_is_retried_only_when_it_changes() -> None:
 async def test_forged_copies_on_one_worker_leave_the_budget_for_an_orphan_on_another() -> None:
     """100 forged copies on w1 (listed first) and a real orphan on w2: the orphan is collected in
     the first round, not never"""
-    w1 = _Worker("w1", [copy(f"forged-{i:03d}", ours=False) for i in range(100)])
-    w2 = _Worker("w2", [copy("orphan")])
-    assert await gc(_Manager(), [w1, w2], GcMemory()) == 1
+    w1 = FakeWorker("w1", [worker_copy(f"forged-{i:03d}", ours=False) for i in range(100)])
+    w2 = FakeWorker("w2", [worker_copy("orphan")])
+    assert await gc(FakeManager(), [w1, w2], GcMemory()) == 1
     assert w2.client.deleted == ["orphan"]
 
 
 async def test_copies_beyond_a_share_get_their_turn_next_round() -> None:
     """the manager answers 500 for every read (nothing proven, nothing remembered): with two reads
     a round, each round reads the next two copies, not the same first two"""
-    w1 = _Worker("w1", [copy(n) for n in "abcde"])
-    manager, memory = _Manager(status=500), GcMemory()
+    w1 = FakeWorker("w1", [worker_copy(n) for n in "abcde"])
+    manager, memory = FakeManager(status=500), GcMemory()
     for _ in range(3):
         await gc(manager, [w1], memory, budget=2)
     assert manager.reads == ["a", "b", "c", "d", "e", "a"]
 
 
 async def test_the_memory_forgets_copies_that_are_gone() -> None:
-    w1 = _Worker("w1", [copy("forged", ours=False)])
+    w1 = FakeWorker("w1", [worker_copy("forged", ours=False)])
     memory = GcMemory()
-    await gc(_Manager(), [w1], memory)
+    await gc(FakeManager(), [w1], memory)
     assert memory.failed
     w1._copies = []
-    await gc(_Manager(), [w1], memory)
+    await gc(FakeManager(), [w1], memory)
     assert memory.failed == {}
 
 
@@ -226,9 +184,9 @@ def unfinished(c: Obj) -> Obj:
 async def test_only_copies_carrying_our_manager_identity_count_as_load() -> None:
     """forged "copies" (our origin label, no or another origin-cluster label) do not push placement
     away from the worker they sit on"""
-    other = unfinished(copy("other"))
+    other = unfinished(worker_copy("other"))
     other["metadata"]["labels"][LABEL_ORIGIN_CLUSTER] = "someone-else"
-    items = [unfinished(copy("real")), unfinished(copy("forged", ours=False)), other]
+    items = [unfinished(worker_copy("real")), unfinished(worker_copy("forged", ours=False)), other]
     w = WorkerCluster(Worker.model_validate({"name": "w1", "kubeconfig": "/k"}), _ListOnly(items),  # type: ignore[arg-type]
                       kinds=[JOB_KIND], origin=ORIGIN, manager_cluster=CLUSTER)
     for informer in w.informers():

@@ -3,68 +3,15 @@ conditions that hold every pass are evented once, not per pass."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from kruntime.client import ApiError
-from kruntime.resources import Obj, Resource
+from kruntime.resources import Obj
 from mirror.decisions import says_something_new
 from mirror.gc import CopyVerdict, collect_once, needs_confirmation
 from mirror.jobs.kind import JOB_KIND
-from mirror.naming import (
-    ANNOTATION_CLUSTER,
-    ANNOTATION_ORIGIN_JOB,
-    LABEL_ORIGIN,
-    LABEL_ORIGIN_CLUSTER,
-    LABEL_ORIGIN_UID,
-)
+from testkit.gcfakes import MANAGER_CLUSTER, ORIGIN, FakeManager, FakeWorker, manager_job, worker_copy
 
-ORIGIN, CLUSTER, WORKER = "o", "mc", "w1"
-
-
-def copy_of(name: str) -> Obj:
-    return {"metadata": {"name": name, "namespace": "ns", "uid": f"c-{name}",
-                         "labels": {LABEL_ORIGIN: ORIGIN, LABEL_ORIGIN_UID: f"u-{name}", LABEL_ORIGIN_CLUSTER: CLUSTER},
-                         "annotations": {ANNOTATION_ORIGIN_JOB: f"ns/{name}"}}}
-
-
-def manager_job(name: str, worker: str = WORKER) -> Obj:
-    return {"metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}",
-                         "annotations": {ANNOTATION_CLUSTER: worker}}}
-
-
-class _Manager:
-    def __init__(self, jobs: dict[str, Obj]) -> None:
-        self.jobs = jobs
-        self.gets = 0
-
-    async def get(self, resource: Resource, ns: str, name: str) -> Obj:
-        self.gets += 1
-        if f"{ns}/{name}" not in self.jobs:
-            raise ApiError(404, "NotFound", "gone", {})
-        return self.jobs[f"{ns}/{name}"]
-
-
-class _Client:
-    def __init__(self) -> None:
-        self.deleted: list[str] = []
-
-    async def delete(self, resource: Resource, ns: str, name: str, **_: Any) -> Obj:
-        self.deleted.append(name)
-        return {}
-
-
-class _Worker:
-    healthy = True
-
-    def __init__(self, copies: list[Obj], name: str = WORKER) -> None:
-        self.name = name
-        self._copies = copies
-        self.client = _Client()
-
-    def copies(self, kind: Any) -> list[Obj]:
-        return self._copies
+CLUSTER, WORKER = MANAGER_CLUSTER, "w1"
 
 
 class _Cache(dict[str, Obj]):
@@ -77,17 +24,17 @@ def test_only_a_keep_is_final_from_the_cache(verdict: CopyVerdict, confirm: bool
     assert needs_confirmation(verdict) is confirm
 
 
-def _setup(n_live: int, n_orphans: int, n_stale: int) -> tuple[_Manager, _Worker, _Cache]:
-    live = {f"ns/live-{i}": manager_job(f"live-{i}") for i in range(n_live)}
+def _setup(n_live: int, n_orphans: int, n_stale: int) -> tuple[FakeManager, FakeWorker, _Cache]:
+    live = {f"ns/live-{i}": manager_job(f"live-{i}", WORKER) for i in range(n_live)}
     stale = {f"ns/stale-{i}": manager_job(f"stale-{i}", worker="w2") for i in range(n_stale)}
-    copies = [copy_of(f"live-{i}") for i in range(n_live)] + [copy_of(f"orphan-{i}") for i in range(n_orphans)]
-    copies += [copy_of(f"stale-{i}") for i in range(n_stale)]
-    return _Manager(live | stale), _Worker(copies), _Cache(live | stale)
+    copies = [worker_copy(f"live-{i}") for i in range(n_live)] + [worker_copy(f"orphan-{i}") for i in range(n_orphans)]
+    copies += [worker_copy(f"stale-{i}") for i in range(n_stale)]
+    return FakeManager(live | stale), FakeWorker(WORKER, copies), _Cache(live | stale)
 
 
 async def test_copies_the_cache_keeps_cost_no_manager_request() -> None:
     manager, worker, cache = _setup(500, 3, 2)
-    deleted = await collect_once(manager, [worker, _Worker([], "w2")], ORIGIN, JOB_KIND, CLUSTER, cache=cache)  # type: ignore[arg-type, list-item]
+    deleted = await collect_once(manager, [worker, FakeWorker("w2", [])], ORIGIN, JOB_KIND, CLUSTER, cache=cache)  # type: ignore[arg-type, list-item]
     assert manager.gets == 5  # only the copies to delete were confirmed
     assert deleted == 5 and sorted(worker.client.deleted) == [*(f"orphan-{i}" for i in range(3)),
                                                               *(f"stale-{i}" for i in range(2))]
@@ -116,7 +63,7 @@ async def test_a_copy_naming_another_namespaces_job_is_never_collected_or_read()
     """A user who may edit Jobs in one worker namespace points a copy at another namespace's
     Job: GC neither reads that Job for it nor deletes anything on its word (kept, unproven)."""
     manager, worker, _ = _setup(1, 0, 0)
-    forged = copy_of("live-0")
+    forged = worker_copy("live-0")
     forged["metadata"]["namespace"] = "other"
     forged["metadata"]["name"] = "mine"
     worker._copies.append(forged)

@@ -1,4 +1,4 @@
-"""Operating a mirrored Job from the manager (issue 15): worker-side problems told on the manager
+"""What a user on the manager sees of a mirrored Job (issue 15): worker-side problems told on the manager
 Job, ``kubectl jobmirror describe``/``logs``, and the inspect API's access check.
 
 Real API servers throughout: the worker's own Job controller refusing pods under a

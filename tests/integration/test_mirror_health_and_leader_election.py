@@ -1,4 +1,4 @@
-"""Operations: health/metrics endpoints, Lease-based leader election with two replicas."""
+"""Operating the controller: health/metrics endpoints, Lease-based leader election with two replicas."""
 
 from __future__ import annotations
 
