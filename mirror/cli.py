@@ -122,9 +122,11 @@ async def _warn_legacy_copies(client: ClusterClient, name: str) -> None:
 
 def _plugin_parser(sub: Any) -> None:
     """The verbs ``kubectl jobmirror`` has: status, describe, logs (kubectl's flags)."""
-    st = sub.add_parser("status", help="mirrored Jobs with their worker and state (and, with --config, each "
-                                       "worker's health)")
+    st = sub.add_parser("status", help="mirrored Jobs (and JobSets, a table of their own) with their worker and "
+                                       "state (and, with --config, each worker's health)")
     plugin.add_kube_flags(st)
+    st.add_argument("--kind", choices=["job", "jobset"], help="only this kind (default: every kind the manager "
+                                                               "serves; JobSets shown when there are any)")
     st.add_argument("-A", "--all-namespaces", action="store_true", help="Jobs of every namespace")
     st.add_argument("--worker", help="only Jobs placed on this worker")
     st.add_argument("--state", help="only Jobs in this state (Pending, Running, Suspended, Complete, Failed)")
@@ -132,14 +134,17 @@ def _plugin_parser(sub: Any) -> None:
     de = sub.add_parser("describe", help="placement and why, the copy, its pods and events, side by side with "
                                          "the manager Job")
     plugin.add_kube_flags(de)
-    de.add_argument("job", help="the manager Job's name")
+    de.add_argument("job", metavar="[TYPE/]NAME", help="the manager Job's name, or jobset/NAME for a JobSet")
     de.add_argument("-o", "--output", choices=["json", "yaml"], help="output format (default: text)")
     de.set_defaults(all_namespaces=False)
     lo = sub.add_parser("logs", help="logs of a pod of the Job's copy, fetched from its worker")
     plugin.add_kube_flags(lo)
-    lo.add_argument("job", help="the manager Job's name")
+    lo.add_argument("job", metavar="[TYPE/]NAME", help="the manager Job's name, or jobset/NAME for a JobSet")
     lo.add_argument("-c", "--container", help="the container (needed when the pod has several)")
-    lo.add_argument("--index", type=int, help="the pod of this completion index (Indexed Jobs)")
+    lo.add_argument("--replicated-job", metavar="NAME", help="a JobSet's replicatedJob: a pod of its Jobs (with "
+                                                             "--index, of its Job of that index)")
+    lo.add_argument("--index", type=int, help="the pod of this completion index (Indexed Jobs); with "
+                                              "--replicated-job, the index of that replicatedJob's Job")
     lo.add_argument("-f", "--follow", action="store_true", help="stream the logs")
     lo.add_argument("--previous", action="store_true", help="the previous container instance's logs")
     lo.add_argument("--tail", type=int, help="only the last N lines")

@@ -18,7 +18,11 @@ withholding them through us. By the same rule (issue 32), ``describe`` shows the
 details — the pods with their node names, the events of the copy and its pods — only to a
 caller who may ``get pods`` in the namespace; anyone else gets a summary: the worker, the
 copy's name and status, what the manager Job says anyway. The namespace and name are validated before anything is
-asked, and the Job served is checked to be the one authorised. Log streams run on their
+asked, and the Job served is checked to be the one authorised.
+
+JobSets (``/v1/namespaces/NS/jobsets/NAME/...``) follow the same rules with ``get`` on the JobSet
+(``jobsets.jobset.x-k8s.io``) in place of the Job's; their pods are the Job's pods as far as RBAC
+goes (``pods``, ``pods/log`` in the namespace). Log streams run on their
 own connection pool per worker, capped in total and per user, and are cut when the reader
 stalls.
 """
@@ -40,7 +44,9 @@ from kruntime.client import ApiError, ClusterClient
 from kruntime.names import InvalidName, check_name, check_namespace
 from kruntime.resources import JOBS, Obj, Resource
 from mirror import metrics
-from mirror.inspect import reads
+from mirror.inspect import kinds, reads
+from mirror.jobs.kind import JOB_KIND
+from mirror.kinds import MirroredKind
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +70,10 @@ def token_from(headers: Any) -> str | None:
     return None
 
 
-def job_access(namespace: str, name: str) -> Obj:
-    """``get`` on one manager Job."""
-    return {"verb": "get", "group": "batch", "version": "v1", "resource": "jobs", "namespace": namespace,
-            "name": name}
+def job_access(namespace: str, name: str, resource: Resource = JOBS) -> Obj:
+    """``get`` on one manager object (a Job unless ``resource`` says otherwise)."""
+    return {"verb": "get", "group": resource.group, "version": resource.version, "resource": resource.plural,
+            "namespace": namespace, "name": name}
 
 
 def pod_log_access(namespace: str) -> Obj:
@@ -123,14 +129,20 @@ def log_request(query: Any) -> reads.LogRequest:
             raise ValueError(f"query parameter {k}={v!r} is not an integer") from None
 
     return reads.LogRequest(container=query.get("container") or None, index=integer("index"),
-                              follow=flag("follow"), previous=flag("previous"), tail_lines=integer("tailLines"))
+                            follow=flag("follow"), previous=flag("previous"), tail_lines=integer("tailLines"),
+                            replicated_job=query.get("replicatedJob") or None)
+
+
+def kind_of(match_info: Any) -> MirroredKind:
+    """The kind a request's path names (``jobs`` when the route has no ``plural``)."""
+    return kinds.by_plural(match_info.get("plural", "jobs")) or JOB_KIND
 
 
 def target_of(match_info: Any) -> tuple[str, str]:
-    """The namespace and Job name of a request, validated as the API server would (InvalidName
+    """The namespace and object name of a request, validated as the API server would (InvalidName
     says which is bad): a value with ``/``, ``..`` or ``%`` never reaches an authorisation or a path."""
     return (check_namespace(match_info["namespace"], "namespace"),
-            check_name(match_info["name"], "job name"))
+            check_name(match_info["name"], f"{kinds.singular(kind_of(match_info))} name"))
 
 
 def is_the_authorised_job(job: Obj, namespace: str, name: str) -> bool:
@@ -188,9 +200,10 @@ async def _count(request: web.Request, handler: Callable[[web.Request], Awaitabl
 @dataclass(frozen=True)
 class Caller:
     username: str
-    job: Obj
+    job: Obj  # the manager object asked about (a Job, or another mirrored kind)
     #: the TokenReview's user, for further access reviews
     user: Obj
+    kind: MirroredKind = JOB_KIND
 
 
 class InspectApi:
@@ -212,7 +225,9 @@ class InspectApi:
         self._runner: web.AppRunner | None = None
 
     async def _authorized_job(self, req: web.Request, *, logs: bool = False) -> Caller | web.Response:
-        """The manager Job of the request if the caller may read it (and its logs), else the refusal to send."""
+        """The manager object of the request if the caller may read it (and its logs), else the refusal to send."""
+        kind = kind_of(req.match_info)
+        what = kinds.singular(kind)
         try:
             ns, name = target_of(req.match_info)
         except InvalidName as exc:
@@ -228,7 +243,7 @@ class InspectApi:
                 why = st.get("error") or "unauthenticated"
                 return _error(401, f"token not accepted by the manager API server: {why}")
             user = st.get("user") or {}
-            needs = [job_access(ns, name)] + ([pod_log_access(ns)] if logs else [])
+            needs = [job_access(ns, name, kind.resource)] + ([pod_log_access(ns)] if logs else [])
             for attrs in needs:
                 sar = await self.manager.create(SUBJECTACCESSREVIEWS, None, access_review(user, attrs))
                 if not (sar.get("status") or {}).get("allowed"):
@@ -239,25 +254,26 @@ class InspectApi:
             log.warning("inspect API: reviewing a caller failed: %s", exc)
             return _error(503, f"could not review the caller: {exc}")
         try:
-            job = await self.manager.get(JOBS, ns, name)
+            job = await self.manager.get(kind.resource, ns, name)
         except ApiError as exc:
             return _error(exc.status or 503, exc.message)
         if not is_the_authorised_job(job, ns, name):  # belt and braces: the path cannot move, check anyway
-            log.error("inspect API: asked for job %s/%s, the manager answered with %s", ns, name, job.get("metadata"))
-            return _error(502, f"the manager answered with another object than job {ns}/{name}")
-        if (job.get("spec") or {}).get("managedBy") != self.controller_name:
-            return _error(404, f"job {ns}/{name} is not mirrored by {self.controller_name}")
-        log.info("inspect API: %s %s job %s/%s", user.get("username"), req.path.rsplit("/", 1)[-1], ns, name)
-        return Caller(str(user.get("username") or ""), job, user)
+            log.error("inspect API: asked for %s %s/%s, the manager answered with %s", what, ns, name,
+                      job.get("metadata"))
+            return _error(502, f"the manager answered with another object than {what} {ns}/{name}")
+        if kind.managed_by(job) != self.controller_name:
+            return _error(404, f"{what} {ns}/{name} is not mirrored by {self.controller_name}")
+        log.info("inspect API: %s %s %s %s/%s", user.get("username"), req.path.rsplit("/", 1)[-1], what, ns, name)
+        return Caller(str(user.get("username") or ""), job, user, kind)
 
     async def _may(self, user: Obj, attrs: Obj) -> bool:
         """One SubjectAccessReview on the manager (ApiError when it cannot be asked)."""
         sar = await self.manager.create(SUBJECTACCESSREVIEWS, None, access_review(user, attrs))
         return bool((sar.get("status") or {}).get("allowed"))
 
-    def _worker_of(self, job: Obj) -> tuple[str, ClusterClient] | web.Response:
+    def _worker_of(self, job: Obj, kind: MirroredKind) -> tuple[str, ClusterClient] | web.Response:
         try:
-            w = reads.where(job)
+            w = reads.where(job, kind)
         except reads.NotPlaced as exc:
             return _error(404, str(exc))
         client = self.workers.get(w.worker)
@@ -271,7 +287,7 @@ class InspectApi:
         caller = await self._authorized_job(req, logs=logs)
         if isinstance(caller, web.Response):
             return caller
-        found = self._worker_of(caller.job)
+        found = self._worker_of(caller.job, caller.kind)
         if isinstance(found, web.Response):
             return found
         return caller, *found
@@ -290,9 +306,9 @@ class InspectApi:
             return _error(503, f"could not review the caller: {exc}")
         try:
             if full:
-                return web.json_response(await reads.worker_view(client, name, job))
+                return web.json_response(await reads.worker_view(client, name, job, caller.kind))
             log.info("inspect API: %s may not %s: describe summary only", caller.username, describe_access(details))
-            return web.json_response(await reads.worker_summary(client, name, job, withheld(details)))
+            return web.json_response(await reads.worker_summary(client, name, job, withheld(details), caller.kind))
         except ApiError as exc:
             return _error(502, f"worker {name}: {exc}")
 
@@ -301,6 +317,9 @@ class InspectApi:
             lr = log_request(req.query)
         except ValueError as exc:
             return _error(400, str(exc))
+        problem = lr.problem(kind_of(req.match_info))
+        if problem:
+            return _error(400, problem)
         found = await self._authorized_copy(req, logs=True)
         if isinstance(found, web.Response):
             return found
@@ -312,15 +331,16 @@ class InspectApi:
             return _error(429, refused)
         metrics.INSPECT_STREAMS.inc()
         try:
-            return await self._stream_logs(req, caller.job, lr, name, client)
+            return await self._stream_logs(req, caller, lr, name, client)
         finally:
             metrics.INSPECT_STREAMS.dec()
             self.streams.leave(caller.username)
 
-    async def _stream_logs(self, req: web.Request, job: Obj, lr: reads.LogRequest, name: str,
+    async def _stream_logs(self, req: web.Request, caller: Caller, lr: reads.LogRequest, name: str,
                            client: ClusterClient) -> web.StreamResponse:
+        job = caller.job
         try:
-            pod, upstream = await reads.open_logs(client, job, lr)
+            pod, upstream = await reads.open_logs(client, job, lr, caller.kind)
         except reads.NotPlaced as exc:
             return _error(404, str(exc))
         except ApiError as exc:
@@ -348,7 +368,8 @@ class InspectApi:
 
     async def start(self) -> int:
         app = web.Application(middlewares=[_count])
-        base = "/v1/namespaces/{namespace}/jobs/{name}"
+        plurals = "|".join(k.resource.plural for k in kinds.INSPECTED)
+        base = f"/v1/namespaces/{{namespace}}/{{plural:{plurals}}}/{{name}}"
         app.router.add_get(f"{base}/describe", self.describe)
         app.router.add_get(f"{base}/logs", self.logs)
         # A reader that leaves cancels its handler, which releases the worker's stream at once (a

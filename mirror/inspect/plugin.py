@@ -6,6 +6,11 @@ come either straight from the workers, for an operator who passes the controller
 (``--config``: its worker kubeconfigs), or from the controller's inspect API through the
 manager API server's service proxy, for a user who has no worker credentials: the
 controller checks that the user may ``get`` the Job (mirror/inspect/api.py).
+
+JobSets too: ``status`` shows them in a table of their own (as ``kubectl get job,jobset`` does)
+when the manager serves the JobSet API; ``describe`` and ``logs`` take ``jobset/NAME``
+(mirror/inspect/kinds.py), and ``logs --replicated-job R --index N`` picks a pod of the Job
+``N`` of replicatedJob ``R``.
 """
 
 from __future__ import annotations
@@ -30,11 +35,13 @@ from jobapi.objects import annotations_of
 from jobapi.times import parse_time, utcnow
 from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
 from kruntime.names import InvalidName, check_name, check_namespace, segment
-from kruntime.resources import EVENTS, JOBS, NODES, PODS, Obj, Resource
+from kruntime.resources import EVENTS, NODES, PODS, Obj, Resource
 from mirror.config import Config
-from mirror.inspect import reads
+from mirror.inspect import kinds, reads
 from mirror.inspect.api import TOKEN_HEADER
 from mirror.jobs.kind import JOB_KIND
+from mirror.jobsets.kind import JOBSET_KIND
+from mirror.kinds import MirroredKind
 from mirror.naming import (
     ANNOTATION_CLUSTER,
     ANNOTATION_PIN,
@@ -80,8 +87,8 @@ class Target:
 # -- pure: formatting -------------------------------------------------------------------------------
 
 
-def state_of(job: Obj) -> str:
-    held = JOB_KIND.state(job)
+def state_of(job: Obj, kind: MirroredKind = JOB_KIND) -> str:
+    held = kind.state(job)
     if held is not None:
         return held
     return "Running" if ANNOTATION_CLUSTER in annotations_of(job) else "Pending"
@@ -111,6 +118,37 @@ def status_row(job: Obj, now: datetime) -> dict[str, Any]:
     }
 
 
+def jobset_row(jobset: Obj, now: datetime) -> dict[str, Any]:
+    """A JobSet's row: its child Jobs' counters summed over its replicatedJobs, and its restarts."""
+    st = jobset.get("status") or {}
+    rjobs = [r for r in st.get("replicatedJobsStatus") or [] if isinstance(r, dict)]
+    ann = annotations_of(jobset)
+    return {
+        "jobset": f"{jobset['metadata']['namespace']}/{jobset['metadata']['name']}",
+        "worker": ann.get(ANNOTATION_CLUSTER, "-"),
+        "state": state_of(jobset, JOBSET_KIND),
+        **{f: sum(int(r.get(f) or 0) for r in rjobs) for f in ("succeeded", "failed", "active")},
+        "restarts": int(st.get("restarts") or 0),
+        "lastSync": last_sync(jobset, now),
+        "remoteName": ann.get(ANNOTATION_REMOTE_NAME, "-"),
+        "placement": ann.get(ANNOTATION_PLACEMENT_REASON, "-"),
+    }
+
+
+def format_jobsets(rows: list[dict[str, Any]], wide: bool = False) -> str:
+    """The JobSet table: SUCCEEDED/FAILED/ACTIVE count child Jobs (a JobSet's status counts Jobs, not pods)."""
+    head = (f"{'JOBSET':40s} {'WORKER':12s} {'STATE':10s} {'SUCCEEDED':>9s} {'FAILED':>6s} {'ACTIVE':>6s} "
+            f"{'RESTARTS':>8s} LAST SYNC")
+    lines = [head + ("  REMOTE NAME  PLACEMENT" if wide else "")]
+    for r in rows:
+        line = (f"{r['jobset']:40s} {r['worker']:12s} {r['state']:10s} {r['succeeded']:>9} {r['failed']:>6} "
+                f"{r['active']:>6} {r['restarts']:>8} {r['lastSync']}")
+        if wide:
+            line += f"  {r['remoteName']}  {r['placement']}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def select_rows(rows: list[dict[str, Any]], worker: str | None, state: str | None) -> list[dict[str, Any]]:
     return [r for r in rows if (worker is None or r["worker"] == worker)
             and (state is None or r["state"].lower() == state.lower())]
@@ -132,12 +170,30 @@ _STATUS_FIELDS = ("active", "ready", "terminating", "succeeded", "failed", "comp
                   "startTime", "completionTime")
 
 
-def side_by_side(manager: Obj, copy: Obj | None) -> list[str]:
-    """Status fields and conditions of the manager Job next to the copy's."""
+_JOBSET_STATUS_FIELDS = ("restarts", "restartsCountTowardsMax", "terminalState")
+_RJOB_COUNTERS = ("ready", "succeeded", "failed", "active", "suspended")
+
+
+def _jobset_fields(status: Obj) -> dict[str, object]:
+    """A JobSet status flattened for the side-by-side table: its fields, then each replicatedJob's counters."""
+    out: dict[str, object] = {f: status.get(f) for f in _JOBSET_STATUS_FIELDS}
+    for r in status.get("replicatedJobsStatus") or []:
+        if isinstance(r, dict):
+            out[f"{r.get('name')}"] = " ".join(f"{c}={r.get(c) or 0}" for c in _RJOB_COUNTERS)
+    return out
+
+
+def side_by_side(manager: Obj, copy: Obj | None, kind: MirroredKind = JOB_KIND) -> list[str]:
+    """Status fields and conditions of the manager object next to the copy's."""
     ms, cs = manager.get("status") or {}, (copy or {}).get("status") or {}
     lines = [f"  {'FIELD':22s} {'MANAGER':32s} COPY"]
-    for f in _STATUS_FIELDS:
-        mv, cv = ms.get(f), cs.get(f)
+    if kind is JOB_KIND:
+        mf: dict[str, object] = {f: ms.get(f) for f in _STATUS_FIELDS}
+        cf: dict[str, object] = {f: cs.get(f) for f in _STATUS_FIELDS}
+    else:
+        mf, cf = _jobset_fields(ms), _jobset_fields(cs)
+    for f in [*mf, *(f for f in cf if f not in mf)]:
+        mv, cv = mf.get(f), cf.get(f)
         if mv is None and cv is None:
             continue
         lines.append(f"  {f:22s} {_s(mv):32s} {_s(cv) if copy is not None else '(no copy)'}")
@@ -171,20 +227,22 @@ def format_events(events: list[dict[str, Any]], now: datetime) -> list[str]:
 
 def format_describe(job: Obj, worker_view: dict[str, Any] | None, worker_problem: str | None,
                     manager_events: list[dict[str, Any]], now: datetime,
-                    fits: dict[str, str] | None = None) -> str:
+                    fits: dict[str, str] | None = None, kind: MirroredKind = JOB_KIND) -> str:
     md, ann = job["metadata"], annotations_of(job)
-    state = state_of(job)
+    state = state_of(job, kind)
     pods_seen = (worker_view or {}).get("pods") or []
     if state == "Running" and pods_seen and not any(p.get("node") for p in pods_seen):
         state += " (placed; no pod of the copy is scheduled yet)"
-    lines = [f"Name:        {md['namespace']}/{md['name']}",
-             f"State:       {state}",
+    lines = [f"Name:        {md['namespace']}/{md['name']}"]
+    if kind is not JOB_KIND:
+        lines.append(f"Kind:        {kind.name} ({kind.resource.api_version})")
+    lines += [f"State:       {state}",
              f"Worker:      {ann.get(ANNOTATION_CLUSTER, '<not placed>')}",
              f"Placement:   {ann.get(ANNOTATION_PLACEMENT_REASON) or '-'}"]
     if ann.get(ANNOTATION_PIN):
         lines.append(f"Pinned to:   {ann[ANNOTATION_PIN]}")
     if fits:
-        lines.append("Room now (one pod of this Job, per worker):")
+        lines.append(f"Room now (one pod of this {kind.name}, per worker):")
         lines += [f"  {name}: {verdict}" for name, verdict in sorted(fits.items())]
     copy = (worker_view or {}).get("copy")
     if worker_view is None:
@@ -194,7 +252,7 @@ def format_describe(job: Obj, worker_view: dict[str, Any] | None, worker_problem
     else:
         lines.append(f"Copy:        {copy['namespace']}/{copy['name']} on {worker_view['worker']} (uid {copy['uid']})")
     lines.append("Status:")
-    lines += side_by_side(job, {"status": copy["status"]} if copy else None)
+    lines += side_by_side(job, {"status": copy["status"]} if copy else None, kind)
     if copy and (worker_view or {}).get("withheld"):  # the inspect API's summary for a user who may not get pods
         lines.append(f"Pods and events of the copy: withheld ({worker_view['withheld']})")  # type: ignore[index]
     elif copy:
@@ -213,7 +271,7 @@ def format_describe(job: Obj, worker_view: dict[str, Any] | None, worker_problem
                              f"{term}")
         lines.append(f"Events of the copy and its pods (worker {worker_view['worker']}):")  # type: ignore[index]
         lines += format_events(worker_view.get("events") or [], now)  # type: ignore[union-attr]
-    lines.append("Events on the manager Job:")
+    lines.append(f"Events on the manager {kind.name}:")
     lines += format_events(manager_events, now)
     return "\n".join(lines)
 
@@ -278,20 +336,45 @@ async def connect(args: Any) -> Target:
 # -- verbs ----------------------------------------------------------------------------------------
 
 
+async def claimed_of(t: Target, kind: MirroredKind) -> list[Obj] | None:
+    """The manager's objects of ``kind`` claimed by the controller, sorted; None when the manager
+    does not serve the kind, or (said on stderr) the user may not list it: a JobSet API that is not
+    installed, or not granted, does not keep the Jobs from being shown."""
+    try:
+        items, _ = await t.manager.list_all(kind.resource, t.namespace)
+    except ApiError as exc:
+        if kind is JOB_KIND or not (exc.not_found or exc.status == 403):
+            raise
+        if exc.status == 403:
+            print(f"note: {kind.resource.plural}.{kind.resource.group} not shown: {exc.message}", file=sys.stderr)
+        return None
+    claimed = [o for o in items if kind.managed_by(o) == t.controller_name
+               and (t.config is None or not t.config.namespaces or o["metadata"]["namespace"] in t.config.namespaces)]
+    return sorted(claimed, key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]))
+
+
 async def status(t: Target, args: Any, out: Callable[[str], None]) -> int:
     now = utcnow()
-    items, _ = await t.manager.list_all(JOBS, t.namespace)
-    claimed = [j for j in items if (j.get("spec") or {}).get("managedBy") == t.controller_name
-               and (t.config is None or not t.config.namespaces or j["metadata"]["namespace"] in t.config.namespaces)]
-    claimed.sort(key=lambda j: (j["metadata"]["namespace"], j["metadata"]["name"]))
+    only = kinds.by_type(args.kind) if getattr(args, "kind", None) else None
+    jobs = await claimed_of(t, JOB_KIND) if only in (None, JOB_KIND) else []
+    jobsets = await claimed_of(t, JOBSET_KIND) if only in (None, JOBSET_KIND) else []
+    if jobsets is None and only is JOBSET_KIND:
+        raise UsageError(f"the manager serves no {JOBSET_KIND.resource.plural}.{JOBSET_KIND.resource.group} "
+                         "(JobSet is not installed there)")
+    claimed, claimed_sets = jobs or [], jobsets or []
     rows = select_rows([status_row(j, now) for j in claimed], args.worker, args.state)
+    set_rows = select_rows([jobset_row(j, now) for j in claimed_sets], args.worker, args.state)
     if args.output in ("json", "yaml"):
-        out(render({"jobs": rows, "workers": await worker_health(t.config) if t.config else None}, args.output))
+        out(render({"jobs": rows, "jobsets": set_rows,
+                    "workers": await worker_health(t.config) if t.config else None}, args.output))
         return 0
-    out(format_status(rows, wide=args.output == "wide"))
-    unfinished = sum(1 for j in claimed if not jc.is_finished(j))
-    out(f"\n{len(claimed)} claimed Jobs, {unfinished} unfinished" +
-        (f" ({len(rows)} shown)" if len(rows) != len(claimed) else "") + "\n")
+    if only is not JOBSET_KIND:
+        out(format_status(rows, wide=args.output == "wide"))
+        out(_count_line(len(claimed), sum(1 for j in claimed if not jc.is_finished(j)), len(rows), "Jobs"))
+    if claimed_sets or only is JOBSET_KIND:  # as kubectl get job,jobset: a table per kind, none when empty
+        out(format_jobsets(set_rows, wide=args.output == "wide"))
+        out(_count_line(len(claimed_sets), sum(1 for j in claimed_sets if not JOBSET_KIND.is_finished(j)),
+                        len(set_rows), "JobSets"))
     if t.config is not None:
         out(f"{'WORKER':12s} {'HEALTH':10s} {'VERSION':10s} DETAIL")
         for w in await worker_health(t.config):
@@ -299,6 +382,11 @@ async def status(t: Target, args: Any, out: Callable[[str], None]) -> int:
             if w.get("room"):
                 out(f"{'':12s} room: {w['room']}")
     return 0
+
+
+def _count_line(claimed: int, unfinished: int, shown: int, what: str) -> str:
+    return (f"\n{claimed} claimed {what}, {unfinished} unfinished" + (f" ({shown} shown)" if shown != claimed else "")
+            + "\n")
 
 
 async def worker_health(cfg: Config) -> list[dict[str, str]]:
@@ -379,13 +467,13 @@ async def find_inspect_service(manager: ClusterClient) -> str:
     return found[0]
 
 
-def _inspect_path(t: Target, ns: str, name: str, verb: str) -> str:
+def _inspect_path(t: Target, ns: str, name: str, verb: str, kind: MirroredKind = JOB_KIND) -> str:
     assert t.inspect_service is not None
     svc_ns, _, svc = t.inspect_service.partition("/")
     if not svc:
         raise UsageError(f"--inspect-service {t.inspect_service!r}: expected namespace/service:port")
     return (f"/api/v1/namespaces/{segment(svc_ns)}/services/{urllib.parse.quote(svc, safe=':')}/proxy"
-            f"/v1/namespaces/{segment(ns)}/jobs/{segment(name)}/{verb}")
+            f"/v1/namespaces/{segment(ns)}/{kind.resource.plural}/{segment(name)}/{verb}")
 
 
 def direct_url_ssl(url: str, ca: Path | None) -> ssl.SSLContext | bool:
@@ -411,7 +499,7 @@ def direct_url_ssl(url: str, ca: Path | None) -> ssl.SSLContext | bool:
 
 
 async def _inspect_call(t: Target, ns: str, name: str, verb: str, query: dict[str, Any],
-                        *, stream: bool = False) -> aiohttp.ClientResponse:
+                        *, stream: bool = False, kind: MirroredKind = JOB_KIND) -> aiohttp.ClientResponse:
     """A call to the controller's inspect API, through the service proxy or a direct URL."""
     if not t.token:
         raise UsageError("the controller's inspect API needs a bearer token and this kubeconfig's user has none "
@@ -423,14 +511,15 @@ async def _inspect_call(t: Target, ns: str, name: str, verb: str, query: dict[st
     if t.inspect_url:
         ssl_ctx = direct_url_ssl(t.inspect_url, t.inspect_ca)
         session = aiohttp.ClientSession(timeout=timeout)
-        resp = await session.get(f"{t.inspect_url.rstrip('/')}/v1/namespaces/{segment(ns)}/jobs/{segment(name)}/{verb}",
+        path = f"/v1/namespaces/{segment(ns)}/{kind.resource.plural}/{segment(name)}/{verb}"
+        resp = await session.get(f"{t.inspect_url.rstrip('/')}{path}",
                                  params={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in q.items()},
                                  headers={"Authorization": f"Bearer {t.token}"}, ssl=ssl_ctx)
         resp._jobmirror_session = session  # type: ignore[attr-defined]  # closed with the response
         return resp
     if t.inspect_service is None:
         t.inspect_service = await find_inspect_service(t.manager)
-    return await t.manager._send("GET", _inspect_path(t, ns, name, verb), query=q, timeout=timeout,
+    return await t.manager._send("GET", _inspect_path(t, ns, name, verb, kind), query=q, timeout=timeout,
                                  headers={TOKEN_HEADER: t.token, "Accept": "*/*"})
 
 
@@ -451,26 +540,36 @@ async def _inspect_error(resp: aiohttp.ClientResponse) -> str:
     return f"inspect API answered {resp.status}: {str(msg).strip()[:800]}"
 
 
-async def get_job(t: Target, name: str) -> Obj:
+def target_ref(ref: str) -> tuple[MirroredKind, str]:
+    """``NAME`` (a Job) or ``TYPE/NAME`` (``jobset/train``), as kubectl takes them."""
+    try:
+        return kinds.parse_ref(ref)
+    except kinds.UnknownKind as exc:
+        raise UsageError(str(exc)) from None
+
+
+async def get_job(t: Target, name: str, kind: MirroredKind = JOB_KIND) -> Obj:
     ns = t.namespace or "default"
+    what = kinds.singular(kind)
     try:
         check_namespace(ns, "namespace")
-        check_name(name, "job name")
+        check_name(name, f"{what} name")
     except InvalidName as exc:
         raise UsageError(str(exc)) from None
     try:
-        job = await t.manager.get(JOBS, ns, name)
+        job = await t.manager.get(kind.resource, ns, name)
     except ApiError as exc:
         if exc.not_found:
-            raise UsageError(f"job {ns}/{name} not found on the manager") from None
+            raise UsageError(f"{what} {ns}/{name} not found on the manager") from None
         raise
-    if (job.get("spec") or {}).get("managedBy") != t.controller_name:
-        raise UsageError(f"job {ns}/{name} is not mirrored (spec.managedBy is not {t.controller_name})")
+    if kind.managed_by(job) != t.controller_name:
+        raise UsageError(f"{what} {ns}/{name} is not mirrored (spec.managedBy is not {t.controller_name})")
     return job
 
 
 async def describe(t: Target, args: Any, out: Callable[[str], None]) -> int:
-    job = await get_job(t, args.job)
+    kind, name = target_ref(args.job)
+    job = await get_job(t, name, kind)
     ns = job["metadata"]["namespace"]
     view: dict[str, Any] | None = None
     problem: str | None = None
@@ -484,14 +583,14 @@ async def describe(t: Target, args: Any, out: Callable[[str], None]) -> int:
             problem = str(exc)
         else:
             try:
-                view = await reads.worker_view(client, worker, job)
+                view = await reads.worker_view(client, worker, job, kind)
             except ApiError as exc:
                 problem = f"worker {worker}: {exc}"
             finally:
                 await client.close()
     else:
         try:
-            resp = await _inspect_call(t, ns, args.job, "describe", {})
+            resp = await _inspect_call(t, ns, name, "describe", {}, kind=kind)
             try:
                 if resp.status == 200:
                     view = json.loads(await resp.read())
@@ -505,21 +604,30 @@ async def describe(t: Target, args: Any, out: Callable[[str], None]) -> int:
             problem = f"inspect API unreachable: {exc}"
     evs, _ = await t.manager.list_all(EVENTS, ns, field_selector=f"involvedObject.uid={job['metadata']['uid']}")
     manager_events = reads.last_events(evs)
-    fits = await job_fits(t.config, job) if t.config is not None else None
+    fits = await job_fits(t.config, job, kind) if t.config is not None else None
     if args.output in ("json", "yaml"):
-        out(render({"job": f"{ns}/{args.job}", "state": state_of(job), "annotations": annotations_of(job),
-                    "status": job.get("status") or {}, "worker": view, "workerProblem": problem,
-                    "room": fits, "events": manager_events}, args.output))
+        out(render({kinds.singular(kind): f"{ns}/{name}", "state": state_of(job, kind),
+                    "annotations": annotations_of(job), "status": job.get("status") or {}, "worker": view,
+                    "workerProblem": problem, "room": fits, "events": manager_events}, args.output))
     else:
-        out(format_describe(job, view, problem, manager_events, utcnow(), fits))
+        out(format_describe(job, view, problem, manager_events, utcnow(), fits, kind))
     return 0
 
 
-async def job_fits(cfg: Config, job: Obj) -> dict[str, str]:
-    """Per configured worker, how one pod of ``job`` fits there now (the RoomAware verdict), read once."""
+def _demands(job: Obj, kind: MirroredKind) -> list[tuple[str, Obj, int]]:
+    """(label, pod template, pods at once) per template: one for a Job, one per replicatedJob of a JobSet."""
     spec = job.get("spec") or {}
-    want = pods_wanted(spec)
-    shape = shape_of_template(spec.get("template") or {})
+    if kind is JOB_KIND:
+        return [("", spec.get("template") or {}, pods_wanted(spec))]
+    names = [str(r.get("name")) for r in spec.get("replicatedJobs") or [] if isinstance(r, dict)]
+    demand = kind.pod_demand(job)
+    return [(f"{names[i]}: " if i < len(names) else "", d.template, d.pods) for i, d in enumerate(demand)]
+
+
+async def job_fits(cfg: Config, job: Obj, kind: MirroredKind = JOB_KIND) -> dict[str, str]:
+    """Per configured worker, how one pod of ``job`` fits there now (the RoomAware verdict), read once;
+    for a JobSet, one verdict per replicatedJob's pod template."""
+    demands = [(label, shape_of_template(template), want) for label, template, want in _demands(job, kind)]
     out = {}
     for w in cfg.workers:
         try:
@@ -535,23 +643,31 @@ async def job_fits(cfg: Config, job: Obj) -> dict[str, str]:
         if isinstance(room, str):
             out[w.name] = f"unknown: {room}"
             continue
-        fit = worker_fit(shape, room[0], want)
-        out[w.name] = fit.why if fit.now else f"{'no room now' if fit.ever else 'never'}: " + fit.why.removeprefix(
-            "no room now: ")
+        verdicts = []
+        for label, shape, want in demands:
+            fit = worker_fit(shape, room[0], want)
+            verdicts.append(label + (fit.why if fit.now else f"{'no room now' if fit.ever else 'never'}: "
+                                     + fit.why.removeprefix("no room now: ")))
+        out[w.name] = "; ".join(verdicts)
     return out
 
 
 async def logs(t: Target, args: Any, write: Callable[[bytes], None]) -> int:
-    job = await get_job(t, args.job)
-    ns = job["metadata"]["namespace"]
+    kind, name = target_ref(args.job)
     req = reads.LogRequest(container=args.container, index=args.index, follow=args.follow,
-                             previous=args.previous, tail_lines=args.tail)
+                           previous=args.previous, tail_lines=args.tail,
+                           replicated_job=getattr(args, "replicated_job", None))
+    problem = req.problem(kind)
+    if problem:
+        raise UsageError(problem)
+    job = await get_job(t, name, kind)
+    ns = job["metadata"]["namespace"]
     if t.config is not None:
-        worker = reads.where(job).worker
+        worker = reads.where(job, kind).worker
         client = await _worker_client(t, worker)
         try:
             try:
-                pod, resp = await reads.open_logs(client, job, req)
+                pod, resp = await reads.open_logs(client, job, req, kind)
             except ApiError as exc:
                 print(f"error: worker {worker}: {exc.message} {KWOK_NOTE}", file=sys.stderr)
                 return 1
@@ -567,9 +683,10 @@ async def logs(t: Target, args: Any, write: Callable[[bytes], None]) -> int:
         finally:
             await client.close()
         return 0
-    resp = await _inspect_call(t, ns, args.job, "logs",
+    resp = await _inspect_call(t, ns, name, "logs",
                                {"container": req.container, "index": req.index, "follow": req.follow,
-                                "previous": req.previous, "tailLines": req.tail_lines}, stream=True)
+                                "previous": req.previous, "tailLines": req.tail_lines,
+                                "replicatedJob": req.replicated_job}, stream=True, kind=kind)
     try:
         if resp.status != 200:
             msg = await _inspect_error(resp)
