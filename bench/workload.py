@@ -9,6 +9,7 @@ from typing import Any
 
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, Obj
+from testkit.jobs import KWOK_DURATION, make_job
 
 BENCH_LABEL = "jobmirror.dev/bench-run"
 
@@ -24,24 +25,11 @@ def job_manifest(
     pod_duration: str = "1s",
     requests: dict[str, str] | None = None,
 ) -> Obj:
-    spec: Obj = {
-        "completions": completions,
-        "parallelism": parallelism,
-        "backoffLimit": 6,
-        "template": {
-            "metadata": {"labels": {BENCH_LABEL: run_id},
-                         "annotations": {"jobmirror.dev/kwok-duration": pod_duration}},
-            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "main", "image": "busybox",
-                                     **({"resources": {"requests": dict(requests)}} if requests else {})}]},
-        },
-    }
-    if indexed:
-        spec["completionMode"] = "Indexed"
-    if managed_by:
-        spec["managedBy"] = managed_by
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "labels": {BENCH_LABEL: run_id}}, "spec": spec}
+    """A benchmark Job: its pods run ``pod_duration`` on kwok; it and its pods carry the run's label."""
+    return make_job(name, labels={BENCH_LABEL: run_id}, managed_by=managed_by, completions=completions,
+                    parallelism=parallelism, indexed=indexed, kwok=False, pod_labels={BENCH_LABEL: run_id},
+                    pod_annotations={KWOK_DURATION: pod_duration}, requests=requests,
+                    pod_spec={"terminationGracePeriodSeconds": 0})
 
 
 @dataclass

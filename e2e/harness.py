@@ -44,6 +44,7 @@ import yaml
 from clusterbed import versions as clusterbed_versions
 from kruntime.client import ClusterClient
 from kruntime.resources import JOBS, LEASES, Obj, Resource
+from testkit.jobs import make_job
 from testkit.waiting import get_or_none, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,9 +71,6 @@ ANNOTATION_ORIGIN_JOB = "jobmirror.dev/origin-job"
 ANNOTATION_CLUSTER = "jobmirror.dev/cluster"
 ANNOTATION_PIN = "jobmirror.dev/pin-cluster"
 FINALIZER = "jobmirror.dev/cleanup"
-KWOK_OUTCOME = "jobmirror.dev/kwok-outcome"
-KWOK_DURATION = "jobmirror.dev/kwok-duration"  # Go duration (config/kwok-stages.yaml)
-KWOK_EXIT_CODE = "jobmirror.dev/kwok-exit-code"
 
 SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
@@ -548,37 +546,13 @@ def job_manifest(name: str, *, image: str, outcome: str = "succeed", seconds: fl
                  success_policy: Obj | None = None, managed_by: str | None = CONTROLLER_NAME,
                  pin: str | None = None, exit_code: int = 1, pod_failure_policy: Obj | None = None) -> Obj:
     """A Job whose pods succeed, fail or hang: kwok stages read the label, real containers run the script."""
-    labels = {} if outcome == "succeed" else {KWOK_OUTCOME: outcome}
-    annotations = {KWOK_DURATION: f"{int(seconds * 1000)}ms", KWOK_EXIT_CODE: str(exit_code)}
-    spec: Obj = {
-        "completions": completions,
-        "parallelism": parallelism,
-        "backoffLimit": backoff_limit,
-        "template": {
-            "metadata": {"labels": labels, "annotations": annotations},
-            "spec": {
-                "restartPolicy": "Never",
-                "terminationGracePeriodSeconds": 1,
-                "containers": [{"name": "main", "image": image, "imagePullPolicy": "IfNotPresent",
-                                "command": ["sh", "-c", _SCRIPTS[outcome].format(s=max(1, math.ceil(seconds)),
-                                                                                code=exit_code)]}],
-            },
-        },
-    }
-    if managed_by:
-        spec["managedBy"] = managed_by
-    if suspend:
-        spec["suspend"] = True
-    if indexed:
-        spec["completionMode"] = "Indexed"
-    if success_policy:
-        spec["successPolicy"] = success_policy
-    if pod_failure_policy:
-        spec["podFailurePolicy"] = pod_failure_policy
-    md: Obj = {"name": name}
-    if pin:
-        md["annotations"] = {ANNOTATION_PIN: pin}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": md, "spec": spec}
+    script = _SCRIPTS[outcome].format(s=max(1, math.ceil(seconds)), code=exit_code)
+    return make_job(name, managed_by=managed_by, annotations={ANNOTATION_PIN: pin} if pin else None,
+                    completions=completions, parallelism=parallelism, backoff_limit=backoff_limit, suspend=suspend,
+                    indexed=indexed, success_policy=success_policy, pod_failure_policy=pod_failure_policy,
+                    outcome=outcome, duration_ms=int(seconds * 1000), exit_code=exit_code, image=image,
+                    command=["sh", "-c", script], container={"imagePullPolicy": "IfNotPresent"},
+                    pod_spec={"terminationGracePeriodSeconds": 1})
 
 
 async def remote_copies(env: E2EEnv, namespace: str, uid: str) -> list[tuple[str, Obj]]:

@@ -34,6 +34,7 @@ from jobapi.times import format_time
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS
 from mirror.jobs.status_translation import desired_manager_status
+from testkit.jobs import make_job
 
 STEP_SECONDS = 10
 CONTROLLER_NAME = "jobmirror.dev/controller"
@@ -92,26 +93,10 @@ def translate_sequence(
 
 def manager_job_for(spec: dict[str, Any], start_time: datetime, name: str = "prop") -> dict[str, Any]:
     """A manager Job a real API server accepts on create, claimed by our controller."""
-    full_spec = {
-        "managedBy": CONTROLLER_NAME,
-        "template": {
-            "spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
-            }
-        },
-        **spec,
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "creationTimestamp": format_time(start_time),
-        },
-        "spec": full_spec,
-    }
+    job = make_job(name, namespace="default", managed_by=CONTROLLER_NAME, completions=None, parallelism=None,
+                   backoff_limit=None, kwok=False, image="registry.k8s.io/pause:3.10", extra_spec=spec)
+    job["metadata"]["creationTimestamp"] = format_time(start_time)
+    return job
 
 
 # --------------------------------------------------------------------------- worker simulation
