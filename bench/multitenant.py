@@ -435,6 +435,10 @@ async def staged_submit(mgr: ClusterClient, jobs: Sequence[TenantJob], manifests
     return total
 
 
+def _round(x: float | None, digits: int = 2) -> float | None:
+    return None if x is None else round(x, digits)
+
+
 def order_figures(jobs: Sequence[TenantJob], seen: pl.Seen, spans: SpanWatch, sub: Submission,
                   nodes: Mapping[str, Sequence[NodeRoom]], t0: float, end: float, bound: float,
                   step: float = 1.0) -> dict[str, Any]:
@@ -476,7 +480,7 @@ def order_figures(jobs: Sequence[TenantJob], seen: pl.Seen, spans: SpanWatch, su
         "timeToStartSeconds": wait_summary(to_start, tenant_of),
         "timeToStartNote": "manager creationTimestamp → first pod startTime (object timestamps, 1 s)",
         "burstWindowSeconds": [round(window[0] - t0, 1), round(window[1] - t0, 1)] if window else None,
-        "smallDuringBurst": {"jobs": len(during), "p50": stats.percentile(during, 50), "p99": p99,
+        "smallDuringBurst": {"jobs": len(during), "p50": _round(stats.percentile(during, 50)), "p99": _round(p99),
                              "meanJobSeconds": round(mean_len, 2) if mean_len else None,
                              "p99OverMeanLength": round(p99 / mean_len, 2) if p99 is not None and mean_len else None},
         "fairness": fairness(samples),
@@ -655,7 +659,7 @@ def summary_line(r: Mapping[str, Any]) -> str:
         return f"{r['order']}: failed: {r['error'][:300]}"
     s = r["smallDuringBurst"]
     return (f"{r['order']}: makespan {r['makespanSeconds']} s ({r['makespanOverBound']}x bound), "
-            f"{r['completed']} Complete, small p99 wait in burst {s['p99']}, Jain {r['fairness']['mean']}, "
+            f"{r['completed']} Complete, small p99 wait in burst {_f(s['p99'], 2)}, Jain {r['fairness']['mean']}, "
             f"inversions {r['priorityInversions']}, manager calls/Job {r['managerCallsPerJob']}")
 
 
@@ -677,7 +681,7 @@ def markdown_table(result: Mapping[str, Any]) -> str:
         s, fa = r["smallDuringBurst"], r["fairness"]
         lines.append("| " + " | ".join([
             order, ms, f"{r['completed']}/{n}", *wt,
-            f"{_f(s['p99'])} ({_f(s['p99OverMeanLength'], 1)}x)",
+            f"{_f(s['p99'])}" + (f" ({_f(s['p99OverMeanLength'], 1)}x)" if s["p99OverMeanLength"] is not None else ""),
             f"{_f(fa['mean'], 2)} ({_f(fa['min'], 2)}), {fa['samples']}",
             f"{r['priorityInversions']} ({r['priorityInversionsLoose']})", _f(r["managerCallsPerJob"], 2)]) + " |")
     lines.append(f"\nlower bound {_f(lb.get('seconds'))} s ({lb.get('binding')}); waits: create sent → placed (s); "

@@ -304,6 +304,13 @@ def test_markdown_table_has_a_row_per_order() -> None:
     assert all(r.count("|") == rows[0].count("|") for r in rows)
 
 
+def test_no_small_job_in_the_burst_leaves_the_ratio_out() -> None:
+    result = fake_result()
+    result["orders"]["Arrival"]["smallDuringBurst"] = {"p99": None, "p99OverMeanLength": None}
+    row = next(line for line in mt.markdown_table(result).splitlines() if line.startswith("| Arrival"))
+    assert "| - |" in row and "x)" not in row.split("|")[7]
+
+
 def test_the_plot_renders(tmp_path: Path) -> None:
     from bench import plot
 
