@@ -175,11 +175,12 @@ _RJOB_COUNTERS = ("ready", "succeeded", "failed", "active", "suspended")
 
 
 def _jobset_fields(status: Obj) -> dict[str, object]:
-    """A JobSet status flattened for the side-by-side table: its fields, then each replicatedJob's counters."""
+    """A JobSet status flattened for the side-by-side table: its fields, then each replicatedJob's non-zero
+    counters of child Jobs."""
     out: dict[str, object] = {f: status.get(f) for f in _JOBSET_STATUS_FIELDS}
     for r in status.get("replicatedJobsStatus") or []:
         if isinstance(r, dict):
-            out[f"{r.get('name')}"] = " ".join(f"{c}={r.get(c) or 0}" for c in _RJOB_COUNTERS)
+            out[f"{r.get('name')}"] = " ".join(f"{c}={r[c]}" for c in _RJOB_COUNTERS if r.get(c)) or "0 Jobs"
     return out
 
 

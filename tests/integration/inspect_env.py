@@ -3,8 +3,11 @@ manager's real service proxy reaches it, and ServiceAccount users with real toke
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +123,15 @@ async def direct(address: str, path: str, token: str) -> tuple[int, Any]:
             return r.status, json.loads(raw)
         except ValueError:
             return r.status, raw.decode(errors="replace")
+
+
+async def plugin(*args: str, timeout: float = 60) -> tuple[int, str, str]:
+    """``kubectl jobmirror ARGS`` as a user runs it: a subprocess with none of the test's JOBMIRROR_ or
+    KUBECONFIG settings; its exit code, stdout and stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBMIRROR_", "KUBECONFIG"))}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import sys; from mirror.cli import plugin_main; sys.exit(plugin_main())", *args,
+        cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()

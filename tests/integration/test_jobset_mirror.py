@@ -6,6 +6,7 @@ alone (it would otherwise create child Jobs in the manager), while the worker's 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,17 @@ import pytest
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from clusterbed.jobset import JobSetController
 from kruntime.client import ApiError, ClusterClient
-from kruntime.resources import JOBS, Obj
+from kruntime.resources import JOBS, PODS, Obj
 from mirror.jobsets.kind import JOBSETS
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, DEFAULT_CONTROLLER_NAME, LABEL_ORIGIN_UID
 from tests.conftest import MANAGER, WORKER_1, WORKER_2, wait_for
+from tests.integration.inspect_env import (
+    expose_through_service_proxy,
+    host_address,
+    plugin,
+    proxied,
+    service_account,
+)
 from tests.integration.mirror_env import make_job, mirror_env, wait_syncs
 
 pytestmark = [pytest.mark.integration, pytest.mark.built_beside]
@@ -202,3 +210,64 @@ async def test_the_managers_jobset_controller_runs_an_unclaimed_jobset(
 
     assert await wait_for(children, timeout=60, what="JobSet's child Jobs in the manager") == [
         "theirs-leader-0", "theirs-workers-0", "theirs-workers-1"]
+
+
+async def test_kubectl_jobmirror_shows_a_jobset_and_reads_a_replicated_jobs_pod(
+        client_for: ClientFor, cluster: ClusterFn, ns: str, jobset_controllers: list[str], tmp_path: Path) -> None:
+    """status lists the JobSet; through the real service proxy a user who may get JobSets describes it and
+    reads the logs of the pod of Job 1 of replicatedJob 'workers'; one who may get Jobs only is refused"""
+    ip = host_address()
+    async with mirror_env(client_for, cluster, ns, kinds=["Job", "JobSet"], inspect_address=f"{ip}:0") as env:
+        ctrl = await env.start()
+        admin = env.manager
+
+        async def api_up() -> bool:
+            return ctrl.inspect_api is not None and ctrl.inspect_api.port != 0
+
+        await wait_for(api_up, timeout=30, what="inspect API listening")
+        assert ctrl.inspect_api is not None
+        await expose_through_service_proxy(admin, ns, ip, ctrl.inspect_api.port)
+        mkc = env.clusters["manager"].kubeconfig
+        reads_pods = [{"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+                      {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list"]}]
+        _, dana = await service_account(admin, ns, "dana", mkc, tmp_path / "dana", {ns: [
+            {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get", "list"]}, *reads_pods]})
+        erin_token, _ = await service_account(admin, ns, "erin", mkc, tmp_path / "erin", {ns: [
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list"]}, *reads_pods]})
+
+        js = make_jobset("probe", outcome="hang")
+        js["metadata"]["annotations"] = {ANNOTATION_PIN: "worker-2"}
+        await admin.create(JOBSETS, ns, js)
+
+        async def pods_running() -> bool:
+            pods = await env.workers["worker-2"].list(PODS, ns, label_selector="jobset.sigs.k8s.io/jobset-name=probe")
+            running = [p for p in pods.get("items") or [] if (p.get("status") or {}).get("phase") == "Running"]
+            return len(running) == 5  # leader 1 x 1, workers 2 x 2
+
+        await wait_for(pods_running, timeout=90, what="the copy's 5 pods running on worker-2")
+
+        rc, out, err = await plugin("status", "-n", ns, "--kubeconfig", str(mkc), "-o", "json")
+        assert rc == 0, err
+        (row,) = json.loads(out)["jobsets"]
+        assert (row["jobset"], row["worker"], row["state"]) == (f"{ns}/probe", "worker-2", "Running"), row
+        rc, out, err = await plugin("status", "-n", ns, "--kubeconfig", str(mkc))
+        assert rc == 0 and "1 claimed JobSets, 1 unfinished" in out, (out, err)
+
+        svc = f"--inspect-service={ns}/https:jobmirror-inspect:inspect"
+        rc, out, err = await plugin("describe", "jobset/probe", "--kubeconfig", str(dana), svc)
+        assert rc == 0, err
+        print(out)  # the report quotes a real one
+        assert "Kind:        JobSet (jobset.x-k8s.io/v1alpha2)" in out and f"Copy:        {ns}/probe on worker-2" in out
+        assert sum(1 for ln in out.splitlines() if ln.strip().startswith("probe-workers-")) == 4, out
+        rc, out, err = await plugin("logs", "jobset/probe", "--replicated-job", "workers", "--index", "1",
+                                    "--kubeconfig", str(dana), svc)
+        assert rc == 0 and "kwok fake container log line 3" in out, (out, err)
+        rc, out, err = await plugin("logs", "jobset/probe", "--replicated-job", "workers", "--index", "7",
+                                    "--kubeconfig", str(dana), svc)
+        assert rc == 1 and "has no pod of replicatedJob workers Job index 7" in err, err
+
+        status, body = await proxied(admin, ns, f"/v1/namespaces/{ns}/jobsets/probe/describe",
+                                     {"Authorization": f"Bearer {erin_token}", "X-Jobmirror-Token": erin_token})
+        assert status == 403, (status, body)
+        assert body["error"] == (f"user 'system:serviceaccount:{ns}:erin' may not get jobsets.jobset.x-k8s.io "
+                                 f"{ns}/probe on the manager")
