@@ -341,6 +341,28 @@ def inversions(jobs: Sequence[Placed], grace: float = INVERSION_GRACE, *,
     return out
 
 
+#: issue 35's targets for the new order: (figure, limit, how it compares)
+TARGETS = (("makespanOverBound", 1.2, "≤"), ("smallP99OverLength", 2.0, "≤"), ("jain", 0.9, "≥"),
+           ("priorityInversions", 0, "≤"))
+
+
+def targets(r: Mapping[str, Any], baseline_calls: float | None = None) -> dict[str, dict[str, Any]]:
+    """Issue 35's targets judged on one order's figures (None: not measurable in this run);
+    ``baseline_calls``: the Arrival order's manager calls per Job (no more than today's)."""
+    have = {"makespanOverBound": r.get("makespanOverBound"),
+            "smallP99OverLength": (r.get("smallDuringBurst") or {}).get("p99OverMeanLength"),
+            "jain": (r.get("fairness") or {}).get("mean"), "priorityInversions": r.get("priorityInversions")}
+    out: dict[str, dict[str, Any]] = {}
+    for key, limit, op in TARGETS:
+        v = have[key]
+        out[key] = {"value": v, "target": f"{op} {limit}",
+                    "met": None if v is None else (v <= limit if op == "≤" else v >= limit)}
+    calls = r.get("managerCallsPerJob")
+    out["managerCallsPerJob"] = {"value": calls, "target": f"≤ {baseline_calls} (Arrival)",
+                                 "met": None if calls is None or baseline_calls is None else calls <= baseline_calls}
+    return out
+
+
 # -- running ------------------------------------------------------------------------------------------
 
 
@@ -644,6 +666,10 @@ async def run(opts: MultiTenantOptions) -> dict[str, Any]:
         bed.down()
         phases["tearDown"] = round(time.monotonic() - t, 1)
     result["loadAverage"]["end"] = load()
+    base = (result["orders"].get("Arrival") or {}).get("managerCallsPerJob")
+    for r in result["orders"].values():
+        if "error" not in r:
+            r["targets"] = targets(r, base)
     return result
 
 
@@ -661,6 +687,10 @@ def summary_line(r: Mapping[str, Any]) -> str:
     return (f"{r['order']}: makespan {r['makespanSeconds']} s ({r['makespanOverBound']}x bound), "
             f"{r['completed']} Complete, small p99 wait in burst {_f(s['p99'], 2)}, Jain {r['fairness']['mean']}, "
             f"inversions {r['priorityInversions']}, manager calls/Job {r['managerCallsPerJob']}")
+
+
+def _verdict(met: bool | None) -> str:
+    return "-" if met is None else "met" if met else "NOT met"
 
 
 def markdown_table(result: Mapping[str, Any]) -> str:
@@ -686,4 +716,8 @@ def markdown_table(result: Mapping[str, Any]) -> str:
             f"{r['priorityInversions']} ({r['priorityInversionsLoose']})", _f(r["managerCallsPerJob"], 2)]) + " |")
     lines.append(f"\nlower bound {_f(lb.get('seconds'))} s ({lb.get('binding')}); waits: create sent → placed (s); "
                  "Jain: mean (min) over the seconds every tenant had work waiting, and how many seconds")
+    for order, r in result["orders"].items():
+        if r.get("targets"):
+            lines.append(f"{order}, issue 35 targets: " + "; ".join(
+                f"{k} {_f(t['value'], 2)} {t['target']}: {_verdict(t['met'])}" for k, t in r["targets"].items()))
     return "\n".join(lines)

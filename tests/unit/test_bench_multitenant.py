@@ -316,3 +316,29 @@ def test_the_plot_renders(tmp_path: Path) -> None:
 
     out = plot.plot_multitenant(fake_result(), tmp_path / "mt.png")
     assert out.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(("figures", "calls", "met"), [
+    ({"makespanOverBound": 1.1, "smallDuringBurst": {"p99OverMeanLength": 1.5}, "fairness": {"mean": 0.95},
+      "priorityInversions": 0, "managerCallsPerJob": 9.0}, 9.5,
+     {"makespanOverBound": True, "smallP99OverLength": True, "jain": True, "priorityInversions": True,
+      "managerCallsPerJob": True}),
+    ({"makespanOverBound": 1.45, "smallDuringBurst": {"p99OverMeanLength": 8.0}, "fairness": {"mean": 0.4},
+      "priorityInversions": 3, "managerCallsPerJob": 10.0}, 9.5,
+     {"makespanOverBound": False, "smallP99OverLength": False, "jain": False, "priorityInversions": False,
+      "managerCallsPerJob": False}),
+    ({"makespanOverBound": None, "smallDuringBurst": {}, "fairness": {"mean": None}, "priorityInversions": 0,
+      "managerCallsPerJob": 9.0}, None,
+     {"makespanOverBound": None, "smallP99OverLength": None, "jain": None, "priorityInversions": True,
+      "managerCallsPerJob": None}),
+])
+def test_targets(figures: dict[str, Any], calls: float | None, met: dict[str, bool | None]) -> None:
+    assert {k: t["met"] for k, t in mt.targets(figures, calls).items()} == met
+
+
+def test_the_table_says_which_targets_are_met() -> None:
+    result = fake_result()
+    result["orders"]["Arrival"]["targets"] = mt.targets(result["orders"]["Arrival"], 9.1)
+    table = mt.markdown_table(result)
+    assert "Arrival, issue 35 targets: makespanOverBound 1.30 ≤ 1.2: NOT met;" in table
+    assert "priorityInversions 0 ≤ 0: met" in table
