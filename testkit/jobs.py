@@ -33,7 +33,7 @@ def make_job(
     pod_labels: dict[str, str] | None = None,
     pod_annotations: dict[str, str] | None = None,
     container_name: str = "main",
-    image: str = "busybox",
+    image: str | None = "busybox",
     command: list[str] | None = None,
     requests: dict[str, str] | None = None,
     limits: dict[str, str] | None = None,
@@ -48,7 +48,7 @@ def make_job(
     (a template without metadata unless ``pod_labels``/``pod_annotations`` ask). ``pod_labels`` and
     ``pod_annotations`` go over the stage inputs; ``container`` adds fields to the one container
     (args, imagePullPolicy …), ``pod_spec`` to the pod spec, ``extra_spec`` to the Job spec. A count
-    passed as None is left out (the API server's default).
+    passed as None is left out (the API server's default), and so is ``image=None`` (for pure tables).
     """
     tmpl_labels: dict[str, str] = {}
     tmpl_annotations: dict[str, str] = {}
@@ -59,7 +59,7 @@ def make_job(
             tmpl_annotations[KWOK_EXIT_CODE] = str(exit_code)
     tmpl_labels.update(pod_labels or {})
     tmpl_annotations.update(pod_annotations or {})
-    main: Obj = {"name": container_name, "image": image}
+    main: Obj = {"name": container_name} if image is None else {"name": container_name, "image": image}
     if command is not None:
         main["command"] = command
     resources = {k: dict(v) for k, v in (("requests", requests), ("limits", limits)) if v}

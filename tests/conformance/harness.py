@@ -33,6 +33,7 @@ from clusterbed.cluster import ClusterSpec
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import JOBS, NAMESPACES, PODS, Obj
+from testkit.jobs import make_job
 
 log = logging.getLogger(__name__)
 
@@ -514,13 +515,7 @@ def _pod_shape(pod: Obj, job: Obj | None) -> str:
 
 def job_spec(**overrides: Any) -> Obj:
     """A Job spec with a one-container template; keyword arguments override spec fields."""
-    spec: Obj = {
-        "completions": 1,
-        "parallelism": 1,
-        "backoffLimit": 6,
-        "template": {"spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                              "containers": [{"name": "main", "image": "busybox"}]}},
-    }
+    spec: Obj = make_job("job", managed_by=None, kwok=False, pod_spec={"terminationGracePeriodSeconds": 1})["spec"]
     for k, v in overrides.items():
         if v is None:
             spec.pop(k, None)

@@ -8,19 +8,16 @@ import pytest
 
 from builtin_controller import fields, pods
 from jobapi.intervals import Intervals
+from testkit.jobs import make_job
 
 
 def mkjob(name: str = "job", **spec: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "template": {
-            "metadata": {"labels": {"batch.kubernetes.io/job-name": name, "controller-uid": "juid"},
-                         "annotations": {"a": "b"}},
-            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]},
-        },
-        "selector": {"matchLabels": {"controller-uid": "juid"}},
-    }
-    base.update(spec)
-    return {"metadata": {"name": name, "namespace": "ns", "uid": "juid"}, "spec": base, "status": {}}
+    job = make_job(name, namespace="ns", managed_by=None, completions=None, parallelism=None, backoff_limit=None,
+                   kwok=False, pod_labels={"batch.kubernetes.io/job-name": name, "controller-uid": "juid"},
+                   pod_annotations={"a": "b"}, container_name="c",
+                   extra_spec={"selector": {"matchLabels": {"controller-uid": "juid"}}, **spec})
+    job["metadata"]["uid"] = "juid"
+    return {**job, "status": {}}
 
 
 def mkpod(name: str, *, index: int | None = None, phase: str = "Pending", node: str = "", ready: bool = False,

@@ -8,6 +8,7 @@ import pytest
 
 from builtin_controller import failure_policy, success_policy
 from jobapi.intervals import Intervals
+from testkit.jobs import make_job
 
 
 def failed_pod(*codes: int, init_codes: tuple[int, ...] = (), conditions: tuple[tuple[str, str], ...] = (),
@@ -94,7 +95,7 @@ def test_match_pod_failure_policy(rules: list[dict[str, Any]] | None, pod: dict[
 
 
 def job(**spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": "j", "namespace": "ns"}, "spec": spec}
+    return make_job("j", namespace="ns", managed_by=None, kwok=False, extra_spec=spec)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import pytest
 
 from builtin_controller import fields, semantics, status, tracking
 from jobapi.intervals import Intervals
+from testkit.jobs import make_job
 
 NOW = datetime(2026, 11, 23, 10, 0, 0, tzinfo=UTC)
 T = fields.format_time(NOW)
@@ -20,15 +21,14 @@ Conds = tuple[tuple[str, str, str], ...] | list[tuple[str, str, str]]
 
 
 def mkjob(conditions: Conds = (), st: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"completions": 1, "parallelism": 1, "backoffLimit": 6,
-                            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]}}}
-    base.update(spec)
+    job = make_job("j", namespace="ns", managed_by=None, kwok=False, container_name="c", image=None, extra_spec=spec)
+    job["metadata"]["uid"] = "juid"
     s: dict[str, Any] = {"startTime": fields.format_time(NOW - timedelta(seconds=30))}
     s.update(st or {})
     if conditions:
         s["conditions"] = [{"type": t, "status": v, "reason": r, "message": "m", "lastTransitionTime": T}
                            for t, v, r in conditions]
-    return {"metadata": {"name": "j", "namespace": "ns", "uid": "juid"}, "spec": base, "status": s}
+    return {**job, "status": s}
 
 
 def mkpod(uid: str, phase: str = "Running", *, index: int | None = None, finalizer: bool = True, deleted: bool = False,
