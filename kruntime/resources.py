@@ -42,6 +42,7 @@ EVENTS = Resource("", "v1", "events", "Event")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 
 
 def key_of(obj: Obj) -> str:

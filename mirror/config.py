@@ -239,7 +239,7 @@ class Tenant(_Model):
     namespace_selector: LabelSelector | None = Field(None, description=(
         "A label selector on manager namespaces that belong to this tenant; a namespace belongs to the first "
         "tenant (in list order) that lists or selects it."))
-    weight: float = Field(1.0, gt=0, description=(
+    weight: float = Field(default=1.0, gt=0, description=(
         "The tenant's weight in fair sharing: a tenant of weight 2 is entitled to twice the dominant share of "
         "a tenant of weight 1 before it counts as above its share."))
     quota: Quota = Field(default_factory=dict, description=(
@@ -270,20 +270,20 @@ class Tenant(_Model):
 class Scheduling(_Model):
     """Who leaves the manager's waiting line first (see docs/concepts.md, "Who goes first")."""
 
-    order: SchedulingOrder = Field(SchedulingOrder.FAIR_SHARE, description=(
+    order: SchedulingOrder = Field(default=SchedulingOrder.FAIR_SHARE, description=(
         "`FairShare`: the Job's priority (its PriorityClass) first, then the tenant furthest below its weighted "
         "dominant share of what runs across the fleet, then Jobs that waited past `starvationAge`, then "
         "creation order; later Jobs may backfill. `Arrival`: creation order only, no backfill."))
     tenants: list[Tenant] = Field(default_factory=list, description=(
         "Tenants by namespace; a namespace no tenant lists is a tenant of its own (weight 1, no quota)."))
-    starvation_age: float = Field(600.0, gt=0, description=(
+    starvation_age: float = Field(default=600.0, gt=0, description=(
         "Seconds a Job may wait before it moves ahead of fair-share order within its priority (oldest first "
         "among such Jobs): no tenant's Job waits on fair share for longer than this."))
-    backfill: bool = Field(True, description=(
+    backfill: bool = Field(default=True, description=(
         "FairShare: a Job further back may take room the Job first in line for a worker cannot use before its "
         "estimated start, when the later Job's length is known (`activeDeadlineSeconds`, or the annotation "
         "`jobmirror.dev/expected-duration`) and it ends before then."))
-    backfill_margin: float = Field(5.0, ge=0, description=(
+    backfill_margin: float = Field(default=5.0, ge=0, description=(
         "Seconds added to a backfilled Job's known length (its pods' start-up): it must end this much before "
         "the estimated start of the Job it backfills past."))
 

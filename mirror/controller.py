@@ -19,10 +19,10 @@ from kruntime.httpserver import HealthServer
 from kruntime.identity import IdentityUnavailable, read_identity
 from kruntime.informer import Informer, NamespacedInformers
 from kruntime.leaderelect import LeaderElector, Timing
-from kruntime.resources import NAMESPACES, Obj, key_of, status_only_change
+from kruntime.resources import NAMESPACES, PRIORITY_CLASSES, Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc, metrics
-from mirror.config import Config, ConfigError, PlacementPolicy, cluster_conflicts
+from mirror.config import Config, ConfigError, PlacementPolicy, SchedulingOrder, cluster_conflicts
 from mirror.identity import labels_of_copy, manager_key_of
 from mirror.inspect import tls as inspect_tls
 from mirror.inspect.api import InspectApi
@@ -31,6 +31,7 @@ from mirror.jobsets.kind import JOBSET_KIND
 from mirror.kinds import MirroredKind, QueueKey
 from mirror.naming import FIELD_MANAGER, FINALIZER
 from mirror.placement import policy_for
+from mirror.placer import Placer
 from mirror.propagation import newly_decided, status_changed
 from mirror.reconciler import Reconciler
 from mirror.room.view import RoomView
@@ -91,6 +92,9 @@ class MirrorController:
         self.inspect_api: InspectApi | None = None
         #: the manager's namespaces, name and labels only (only when a workers[].access has a namespaceSelector)
         self.namespaces: Informer | None = None
+        #: the manager's PriorityClasses (scheduling.order FairShare), by name: value and globalDefault
+        self.priority_classes: Informer | None = None
+        self.placer: Placer | None = None
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -153,6 +157,12 @@ class MirrorController:
         # (WaitingForRoom, a mirrored worker warning such as FailedScheduling).
         self.recorder = EventRecorder(self.manager, "jobmirror", writers=4)
         self.namespaces = self._namespace_informer()
+        self.priority_classes = self._priority_class_informer()
+        self.placer = Placer(cfg, self.workers, policy_for(cfg.placement.value), rooms=self.rooms,
+                             namespace_labels=self._namespace_labels, priority_class=self._priority_value,
+                             default_priority=self._default_priority, wake=self._wake,
+                             priorities_known=lambda: self.priority_classes is not None
+                             and self.priority_classes.synced.is_set())
         for kind in self.kinds.values():
             informer = self.informers[kind.name] = self._manager_informer(kind)
             informer.add_handler(self._manager_handler(kind))
@@ -163,8 +173,8 @@ class MirrorController:
             self._follow_worker_events(kind, informer)
             self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
                                                      policy_for(cfg.placement.value), manager_cluster=manager_id,
-                                                     rooms=self.rooms, wake=self._waker(kind),
-                                                     namespace_labels=self._namespace_labels)
+                                                     rooms=self.rooms, namespace_labels=self._namespace_labels,
+                                                     placer=self.placer)
         for room in self.rooms.values():
             room.on_room = self._room_appeared
 
@@ -184,7 +194,8 @@ class MirrorController:
     def _namespace_informer(self) -> Informer | None:
         """A watch on the manager's namespaces for workers[].access namespaceSelectors: none without
         one; with a ``namespaces`` allow-list only those are cached, and only their names and labels."""
-        if not any(w.access is not None and w.access.namespace_selector is not None for w in self.cfg.workers):
+        if not any(w.access is not None and w.access.namespace_selector is not None for w in self.cfg.workers) \
+                and not any(t.namespace_selector is not None for t in self.cfg.scheduling.tenants):
             return None
         assert self.watches is not None
         listed = frozenset(self.cfg.namespaces)
@@ -206,16 +217,41 @@ class MirrorController:
         obj = self.namespaces.get(namespace)
         return None if obj is None else dict(obj["metadata"]["labels"])
 
-    def _waker(self, kind: MirroredKind) -> Callable[[list[str]], None]:
-        def wake(keys: list[str]) -> None:
-            for key in keys:
-                self.queue.add(QueueKey(kind.name, key))
-        return wake
+    def _priority_class_informer(self) -> Informer | None:
+        """A watch on the manager's PriorityClasses, only their values (none for scheduling.order Arrival)."""
+        if self.cfg.scheduling.order is not SchedulingOrder.FAIR_SHARE:
+            return None
+        assert self.watches is not None
+
+        def slim(obj: Obj) -> Obj:
+            md = obj["metadata"]
+            return {"metadata": {"name": md["name"], "resourceVersion": md.get("resourceVersion", "")},
+                    "value": obj.get("value", 0), "globalDefault": bool(obj.get("globalDefault"))}
+
+        return Informer(self.watches, PRIORITY_CLASSES, transform=slim)
+
+    def _priority_value(self, name: str) -> int | None:
+        """The value of the manager's PriorityClass ``name``; None while not known."""
+        obj = self.priority_classes.get(name) if self.priority_classes is not None else None
+        value = None if obj is None else obj.get("value")
+        return value if isinstance(value, int) else None
+
+    def _default_priority(self) -> int:
+        """A Job naming no (known) class: the globalDefault class's value, else 0 (as kube-scheduler)."""
+        if self.priority_classes is None:
+            return 0
+        return max((o["value"] for o in self.priority_classes.items()
+                    if o.get("globalDefault") and isinstance(o.get("value"), int)), default=0)
+
+    def _wake(self, keys: list[QueueKey]) -> None:
+        for key in keys:
+            if key.kind in self.kinds:
+                self.queue.add(key)
 
     def _room_appeared(self, worker: str) -> None:
         """A bound pod left ``worker`` or one of its nodes changed: the Jobs first in line for it look again."""
-        for reconciler in self.reconcilers.values():
-            reconciler.wake_heads([worker])
+        if self.placer is not None:
+            self.placer.wake_heads([worker])
 
     def _stuck_handler(self, kind: MirroredKind) -> Callable[[Obj, str, str], None]:
         """A copy's pods stayed unschedulable past the timeout: its reconciler may move it (next pass)."""
@@ -347,6 +383,8 @@ class MirrorController:
             spawn(informer.run(), f"manager-{informer.resource.plural}-informer")
         if self.namespaces is not None:
             spawn(self.namespaces.run(), "manager-namespaces-informer")
+        if self.priority_classes is not None:
+            spawn(self.priority_classes.run(), "manager-priorityclasses-informer")
         usable = [w for w in self.workers.values() if w.config_error is None and w.held is None]
         for w in usable:
             self._start_worker(w)
@@ -356,6 +394,7 @@ class MirrorController:
                 spawn(self._admit(w), f"{w.name}-admit")
         if self.rooms:
             spawn(self._export_rooms(), "room-metrics")
+        spawn(self._export_tenants(), "tenant-metrics")
         for informer in self.informers.values():
             await informer.wait_synced()
         # Give reachable workers a moment to sync and answer a probe, so the first placements
@@ -365,9 +404,12 @@ class MirrorController:
             await asyncio.wait_for(asyncio.gather(
                 *(i.synced.wait() for w in usable for i in w.informers()),
                 *(w.probed.wait() for w in self.workers.values())), 10)
+        assert self.placer is not None
         for name, informer in self.informers.items():
-            claimed = sum(1 for o in informer.items() if self.claim.claims(self.kinds[name], o))
-            log.info("caches synced; %d claimed %ss", claimed, name)
+            claimed = [o for o in informer.items() if self.claim.claims(self.kinds[name], o)]
+            for o in claimed:  # what runs already counts for its tenant before the first placement
+                self.placer.observe(self.kinds[name], o, ())
+            log.info("caches synced; %d claimed %ss", len(claimed), name)
             spawn(self._release_outside(self.kinds[name]), f"release-outside-{name}")
         spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.origin, self.cfg.gc_interval,
                          list(self.kinds.values()), self.manager_cluster, caches=self.informers), "gc")
@@ -420,6 +462,13 @@ class MirrorController:
                 if room.synced:
                     room.export()
             await asyncio.sleep(interval if all(r.synced for r in self.rooms.values()) else 1.0)
+
+    async def _export_tenants(self, interval: float = 10.0) -> None:
+        """The per-tenant gauges (running, waiting, dominant share, quota used) every ``interval`` seconds."""
+        while True:
+            if self.placer is not None:
+                self.placer.export()
+            await asyncio.sleep(interval)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)

@@ -42,6 +42,22 @@ WAITING_FOR_ROOM = EventReason(
     "RoomAware: workers could run the Job's pods but none has room now (or an older waiting Job holds it); "
     "the Job waits in the manager and is placed when room appears. Once per wait.",
     "Wait, or add capacity; gauge `jobmirror_jobs_waiting_for_room` counts such Jobs.")
+WAITING_FOR_QUOTA = EventReason(
+    "WaitingForQuota", NORMAL,
+    "Placing the Job now would take its tenant past its quota across the fleet (`scheduling.tenants[].quota`); "
+    "the message names each resource. The Job waits in the manager and is looked at again as soon as a Job "
+    "of its tenant ends. Once per wait.",
+    "Wait, or raise the tenant's quota (takes effect at the controller's restart).")
+EXCEEDS_QUOTA = EventReason(
+    "ExceedsQuota", WARNING,
+    "The Job alone asks more than its tenant's whole quota (or the quota allows 0 Jobs): it can never be placed.",
+    "Lower the Job's requests or parallelism, or raise the tenant's quota.")
+UNKNOWN_PRIORITY_CLASS = EventReason(
+    "UnknownPriorityClass", WARNING,
+    "scheduling.order FairShare: the Job's pods name a priorityClassName that is not a PriorityClass of the "
+    "manager cluster; it waits in line at the default priority (the globalDefault class's value, else 0). "
+    "Once per wait.",
+    "Create the PriorityClass on the manager (and on the workers: their pods need it), or fix the name.")
 HEAD_OF_LINE_HOLD_ENDED = EventReason(
     "HeadOfLineHoldEnded", NORMAL,
     "RoomAware: the Job, first in line for a worker, has waited for room for `headOfLineHold`: it no longer "
@@ -160,7 +176,8 @@ ALL: tuple[EventReason, ...] = (
     WORKER_LOST, NAMESPACE_NOT_ALLOWED, NAMESPACE_WEAKER, NAMESPACE_MISSING, WORKER_REFUSED, WORKER_DROPPED_FIELDS,
     COPY_RECREATED,
     REPLACED, NAME_COLLISION, REMOTE_DELETED, FINALIZER_RELEASED, FINISHED_WITHOUT_COPY, COPY_LEFT_FOR_GC,
-    STATUS_REJECTED, STALE_COPY_OUTCOME_USED, COPY_UNSCHEDULABLE, WORKER_WARNING,
+    STATUS_REJECTED, STALE_COPY_OUTCOME_USED, COPY_UNSCHEDULABLE, WORKER_WARNING, WAITING_FOR_QUOTA,
+    EXCEEDS_QUOTA, UNKNOWN_PRIORITY_CLASS,
 )
 
 BY_REASON: dict[str, EventReason] = {e.reason: e for e in ALL}

@@ -84,6 +84,15 @@ NO_WORKER_FITS = Counter("jobmirror_no_worker_fits_total", "Placements refused b
                          "Job's pod (NoWorkerFits events, before their once-per-Job filter)")
 JOBS_WAITING_FOR_ROOM = Gauge("jobmirror_jobs_waiting_for_room", "Jobs kept in the manager because no worker that "
                               "could run them has room now, or an older waiting Job holds it (placement RoomAware)")
+TENANT_RUNNING = Gauge("jobmirror_tenant_running_jobs", "Placed, unfinished Jobs of a tenant across the fleet "
+                       "(scheduling.tenants; a namespace no tenant lists is its own)", ["tenant"])
+TENANT_WAITING = Gauge("jobmirror_tenant_waiting_jobs", "Jobs of a tenant waiting in the manager for room or for "
+                       "its quota", ["tenant"])
+TENANT_SHARE = Gauge("jobmirror_tenant_dominant_share", "A tenant's weighted dominant share: the largest fraction "
+                     "of the fleet's allocatable cpu, memory or extended resource its running Jobs request, over its "
+                     "weight (fair share orders the waiting line by it, smallest first)", ["tenant"])
+TENANT_QUOTA_USED = Gauge("jobmirror_tenant_quota_used_ratio", "What a tenant's running Jobs use of its quota, per "
+                          "resource (jobs: the Job count), 1 = at the quota", ["tenant", "resource"])
 REPLACEMENTS = Counter("jobmirror_replacements_total", "Copies deleted from a worker that could not schedule their "
                        "pods (none had started) and placed again elsewhere", ["worker"])
 EVENT_LOOP_LAG = event_loop_lag("jobmirror")

@@ -10,17 +10,17 @@ it waits for against later Jobs only for a bounded time (:func:`hold_lapses_at`)
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from mirror import metrics
 from mirror.naming import ANNOTATION_WORKER_SELECTOR
 from mirror.room.fit import WorkerFit
 from mirror.room.selector import SelectorError, matches
 from mirror.room.selector import parse as parse_selector
+from mirror.scheduling.line import WaitingLine
 
 
 @dataclass(frozen=True)
@@ -60,148 +60,6 @@ class WaitingForRoom(NoWorker):
         #: when it waits only because Jobs ahead of it hold workers with room: the clock time the
         #: first of those holds lapses (look again then); None when it waits for room itself
         self.held_until = held_until
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """A Job kept in the manager for room: its place in line and the workers it could run on."""
-
-    #: (creationTimestamp, uid): older first, the uid breaks ties
-    order: tuple[str, str]
-    could: frozenset[str]
-    #: its namespace/name, to look at it again when room appears
-    key: str = ""
-
-
-def hold_lapses_at(ahead_since: float, behind_since: float, hold: float) -> float:
-    """When a Job ahead in a worker's line stops holding that worker against one behind it:
-    ``hold`` seconds after the first of the two began waiting.
-
-    Bounded on both sides, so no Job — of any namespace — keeps another from room it could use
-    for longer than ``hold``: not one that never finds room (its own wait runs out), not a
-    stream of such Jobs arriving one after another (the held Job's wait runs out), not one
-    that is placed, moved and waits again with its old place in line. Which Job is ahead is
-    the caller's order (arrival today); this rule holds for any order.
-    """
-    return min(ahead_since, behind_since) + hold
-
-
-def holds(ahead_since: float, behind_since: float, now: float, hold: float) -> bool:
-    """Whether a Job ahead in line still holds a worker against one behind it at ``now``."""
-    return now < hold_lapses_at(ahead_since, behind_since, hold)
-
-
-class WaitingLine(Mapping[str, Waiting]):
-    """The Jobs waiting in the manager for room, by uid, and in line per worker they could run on.
-
-    Who is first for a worker, and which workers an older Job holds against a later one, are
-    answered from two heaps per worker — all waiting Jobs, and those whose hold has not lapsed
-    (stale entries dropped when they reach the top) — instead of a scan of every waiting Job:
-    with thousands waiting, that scan on every placement and every room change starved the
-    event loop in the 10,000-Job run.
-    """
-
-    def __init__(self, jobs: Mapping[str, Waiting] | None = None, now: float = 0.0) -> None:
-        self._jobs: dict[str, Waiting] = {}
-        #: per uid, the clock time it began waiting (kept while it waits, however often re-added)
-        self._since: dict[str, float] = {}
-        self._lines: dict[str, list[tuple[tuple[str, str], str]]] = {}
-        #: per worker, the waiting Jobs by order that may still hold it (:meth:`holder`): one whose
-        #: hold lapsed never holds again in this wait, so it leaves the top for good
-        self._holders: dict[str, list[tuple[tuple[str, str], float, str]]] = {}
-        for uid, w in (jobs or {}).items():
-            self.add(uid, w, now)
-
-    def __getitem__(self, uid: str) -> Waiting:
-        return self._jobs[uid]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._jobs)
-
-    def __len__(self) -> int:
-        return len(self._jobs)
-
-    def add(self, uid: str, waiting: Waiting, now: float = 0.0) -> None:
-        """``uid`` waits (again) this way; ``now`` is when it began, if it was not waiting yet."""
-        if self._jobs.get(uid) == waiting:
-            return  # looked at again, still waiting the same way: already in line
-        self._jobs[uid] = waiting
-        since = self._since.setdefault(uid, now)
-        for worker in waiting.could:
-            line = self._lines.setdefault(worker, [])
-            heapq.heappush(line, (waiting.order, uid))
-            if len(line) > 2 * len(self._jobs) + 16:  # mostly stale entries: keep the heap small
-                line[:] = [(w.order, u) for u, w in self._jobs.items() if worker in w.could]
-                heapq.heapify(line)
-            holders = self._holders.setdefault(worker, [])
-            heapq.heappush(holders, (waiting.order, since, uid))
-            if len(holders) > 2 * len(self._jobs) + 16:
-                holders[:] = [(w.order, self._since[u], u) for u, w in self._jobs.items() if worker in w.could]
-                heapq.heapify(holders)
-
-    def pop(self, uid: str) -> Waiting | None:
-        self._since.pop(uid, None)
-        return self._jobs.pop(uid, None)
-
-    def since(self, uid: str) -> float | None:
-        """When the Job began waiting (the clock :meth:`add` was given), None if it is not waiting."""
-        return self._since.get(uid)
-
-    def holder(self, worker: str, now: float, hold: float) -> str | None:
-        """The uid of the oldest Job waiting for ``worker`` whose own hold has not lapsed at ``now``."""
-        heap = self._holders.get(worker)
-        while heap:
-            order, since, uid = heap[0]
-            w = self._jobs.get(uid)
-            current = w is not None and w.order == order and self._since.get(uid) == since and worker in w.could
-            if current and holds(since, since, now, hold):
-                return uid
-            heapq.heappop(heap)  # stale, or its hold lapsed: time only moves on
-        return None
-
-    def first(self, worker: str) -> str | None:
-        """The uid of the oldest Job waiting for ``worker``."""
-        line = self._lines.get(worker)
-        while line:
-            order, uid = line[0]
-            w = self._jobs.get(uid)
-            if w is not None and w.order == order and worker in w.could:
-                return uid
-            heapq.heappop(line)
-        return None
-
-    def is_first(self, uid: str) -> bool:
-        """Whether the Job is first in line for a worker it could run on (the others wait to be woken)."""
-        w = self._jobs.get(uid)
-        return w is not None and any(self.first(worker) == uid for worker in w.could)
-
-    def held_before(self, order: tuple[str, str], now: float = 0.0, hold: float = math.inf,
-                    since: float | None = None) -> dict[str, float]:
-        """The workers a Job created before ``order`` holds at ``now`` against a Job that began
-        waiting at ``since`` (None: at ``now``), each with the clock time that hold lapses.
-        The default ``hold`` never lapses."""
-        behind = now if since is None else since
-        if not holds(behind, behind, now, hold):
-            return {}  # it has been held long enough: nothing holds it any more
-        out = {}
-        for w in list(self._holders):
-            u = self.holder(w, now, hold)
-            if u is not None and self._jobs[u].order < order:
-                out[w] = hold_lapses_at(self._since[u], behind, hold)
-        return out
-
-
-def heads(waiting: WaitingLine, workers: Iterable[str], now: float = 0.0, hold: float = math.inf) -> list[str]:
-    """Per worker of ``workers``, the uid of the oldest Job waiting for it: the one that may take
-    room appearing there first (first come, first placed), so the one to look at again at once —
-    and, when its hold has lapsed at ``now``, also the oldest Job whose hold has not: the first
-    no longer keeps it from that room (a blocker that never fits must not also take its wake)."""
-    out: list[str] = []
-    for w in sorted(set(workers)):
-        for uid in (waiting.first(w), waiting.holder(w, now, hold)):
-            if uid is not None and uid not in out:
-                out.append(uid)
-    return out
 
 
 def _candidates(workers: Sequence[WorkerView], pinned: str | None) -> list[WorkerView]:
@@ -252,18 +110,20 @@ def select_by_labels(workers: Sequence[WorkerView], selector: str) -> list[Worke
 
 
 def narrow_by_room(workers: Sequence[WorkerView], fits: Mapping[str, WorkerFit], pinned: str | None, *,
-                   order: tuple[str, str] = ("", ""), waiting: WaitingLine | None = None,
+                   rank: Any = ("", ""), waiting: WaitingLine | None = None,
                    now: float = 0.0, hold: float = math.inf, since: float | None = None,
-                   ) -> list[WorkerView]:
+                   backfills: Callable[[str, str], bool] | None = None) -> list[WorkerView]:
     """``workers`` with only those left healthy that may take the Job now, and of those the ones
     where most of its pods fit now (:func:`most_pods_now`); the policy then chooses among them.
 
     Never a worker where its pod could never run (NoWorkerFits when that is every healthy one).
     Of the others, only those with room for a pod now (WaitingForRoom when none has: the Job waits
-    in the manager). The order is first come, first placed per worker: a worker that a Job created
-    earlier is waiting for (one it could run on) takes no later Job, so a stream of small Jobs
-    cannot keep a large one waiting for ever; later Jobs still go to workers no older Job waits
-    for. That hold is bounded: an earlier Job holds a worker against this one only until
+    in the manager). Per worker the line's order decides (``rank``, this Job's place in it:
+    mirror.scheduling.order): a worker that a Job ranked before this one is waiting for (one it
+    could run on) takes no Job behind it, so a stream of small Jobs cannot keep a large one
+    waiting for ever; Jobs behind still go to workers no Job ahead waits for, and to a held
+    worker when ``backfills(worker, uid of the Job ahead)`` says this one ends before that one
+    could start there. The hold is bounded: a Job ahead holds a worker against this one only until
     :func:`hold_lapses_at` (``hold`` seconds after the first of the two began waiting; this
     Job began at ``since``, None: ``now``), so a Job that never finds room cannot keep others
     from it. A worker without a known fit (its room view not synced, or it shows no nodes —
@@ -281,13 +141,15 @@ def narrow_by_room(workers: Sequence[WorkerView], fits: Mapping[str, WorkerFit],
         raise NoWorkerFits("no worker could ever run its pod: "
                            + "; ".join(f"{w.name}: {fits[w.name].why}" for w in sorted(healthy, key=lambda w: w.name)))
     roomy = {n for n in could if n not in fits or fits[n].now > 0}
-    held = waiting.held_before(order, now, hold, since) if waiting is not None else {}
+    held = waiting.held_before(rank, now, hold, since) if waiting is not None else {}
+    if backfills is not None:
+        held = {w: h for w, h in held.items() if not (w in roomy and backfills(w, h[0]))}
     free = roomy - held.keys()
     if not free:
         if roomy:
             why = (f"{', '.join(sorted(roomy))} {'has' if len(roomy) == 1 else 'have'} room now but "
-                   "Jobs created earlier wait for it there (first come, first placed)")
-            until = min(held[n] for n in roomy)
+                   "Jobs ahead of it in line wait for it there")
+            until = min(held[n][1] for n in roomy)
             if until < math.inf:
                 why += f" for at most {max(0, math.ceil(until - now))} s more (headOfLineHold)"
             raise WaitingForRoom(why, frozenset(could), until)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TypeVar
@@ -27,8 +27,8 @@ from kruntime.client import ApiError, ClusterClient
 from kruntime.events import ObjectEvents
 from kruntime.informer import ObjectCache
 from kruntime.ownwrites import OwnWrites
-from kruntime.resources import NAMESPACES, PODS, Obj, key_of
-from mirror import access, metrics, tenancy
+from kruntime.resources import NAMESPACES, PODS, Obj
+from mirror import metrics, tenancy
 from mirror.config import Config, MissingNamespace
 from mirror.decisions import (
     REFUSAL_EXCLUSION,
@@ -70,6 +70,7 @@ from mirror.event_reasons import (
     REPLACED,
     STALE_COPY_OUTCOME_USED,
     STATUS_REJECTED,
+    UNKNOWN_PRIORITY_CLASS,
     WAITING_FOR_ROOM,
     WORKER_DROPPED_FIELDS,
     WORKER_LOST,
@@ -85,30 +86,13 @@ from mirror.naming import (
     ANNOTATION_PIN,
     ANNOTATION_PLACEMENT_REASON,
     ANNOTATION_REMOTE_NAME,
-    ANNOTATION_WORKER_SELECTOR,
     FINALIZER,
     derived_remote_name,
 )
-from mirror.placement import (
-    NoWorker,
-    NoWorkerFits,
-    PlacementPolicy,
-    Waiting,
-    WaitingForRoom,
-    WaitingLine,
-    WorkerView,
-    explain,
-    heads,
-    holds,
-    narrow_by_room,
-    select_by_labels,
-)
+from mirror.placement import NoWorker, PlacementPolicy, WaitingForRoom
+from mirror.placer import Choice, Placer, WaitingForQuota
 from mirror.plan import MAX_ACTIONS, Action, Do, Found, Group, next_action
 from mirror.propagation import StatusLag
-from mirror.room.fit import WorkerFit
-from mirror.room.requests import PodShape, shape_of_template
-from mirror.room.selector import SelectorError, matches
-from mirror.room.selector import parse as parse_selector
 from mirror.room.view import RoomView
 from mirror.worker_calls import WorkerCalls
 from mirror.workers import WorkerBusy, WorkerCluster
@@ -117,8 +101,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: seconds between two looks for room for a Job waiting in the manager (RoomAware)
-WAITING_RECHECK = 3.0
 #: the most Jobs any per-uid record of the reconciler holds at once (a backstop, see forget)
 MAX_TRACKED_JOBS = 50_000
 
@@ -164,16 +146,6 @@ class StatusRejected(Exception):
     expected = True
 
 
-def recheck_after(first: bool, held_until: float | None, now: float, resync: float) -> float:
-    """Seconds until a Job left waiting for room is looked at again: soon when it is first in line
-    for a worker (room there is its), at the moment the hold keeping it from a roomy worker lapses,
-    else at the resync (it is woken when it becomes first)."""
-    again = min(resync, WAITING_RECHECK) if first else resync
-    if held_until is not None:
-        again = min(again, max(held_until - now, 0.05))
-    return again
-
-
 def _missing_namespace(exc: ApiError) -> bool:
     return exc.not_found and (exc.body.get("details") or {}).get("kind") == "namespaces"
 
@@ -192,18 +164,6 @@ def _posture_unknown(exc: ApiError, ns: str, where: str, worker: str) -> ApiErro
         return exc
     return WeakerNamespace(f"the Pod Security level of namespace {ns} on {where} could not be read ({exc.message}): "
                            f"no copy is made on worker {worker} until it can", worker)
-
-
-@dataclass(frozen=True)
-class Choice:
-    """A placement decision and why it was made (the policy and the load it saw, or the pin)."""
-
-    worker: str
-    why: str
-    #: the Job's pod as the room fit read it, and how many it wants at once (RoomAware only):
-    #: what the chosen worker reserves until the copy's pods are bound
-    pod: PodShape | None = None
-    pods: int = 0
 
 
 @dataclass(eq=False)
@@ -227,20 +187,25 @@ class Reconciler:
     wake: Callable[[list[str]], None] | None = None
     #: a manager namespace's labels (None: not known), for workers[].access namespaceSelectors
     namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda _: None
+    #: where and when Jobs go, shared by the kinds' reconcilers (made here when not given: tests)
+    placer: Placer | None = None
+    #: the monotonic clock of backoffs, exclusions and timeouts (the placer's when it is made here)
+    clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
         self.resource = self.kind.resource
         self.origin = self.cfg.origin_for(self.manager_cluster)
         self.claim = self.cfg.claim_rule
-        #: dispatches not yet visible in a worker's cache, so placement sees them at once
-        self._pending: dict[str, set[str]] = {name: set() for name in self.workers}
         #: manager Jobs as our own last write (or live read) returned them, until the cache catches up
         self._own = OwnWrites()
         #: manager uids whose create we sent to a worker (answered or not)
         self._attempted: dict[str, set[str]] = {name: set() for name in self.workers}
-        #: Jobs waiting in the manager for room (RoomAware), by uid: each holds the workers it could
-        #: run on against later Jobs (mirror.placement.narrow_by_room)
-        self._waiting = WaitingLine()
+        if self.placer is None:
+            wake = self.wake
+            self.placer = Placer(self.cfg, self.workers, self.policy, rooms=self.rooms,
+                                 namespace_labels=self.namespace_labels, clock=self.clock,
+                                 wake=None if wake is None else lambda keys: wake([k.key for k in keys]))
+        self.places: Placer = self.placer
         #: per manager uid, what passes remember about it: dropped whole when the Job is handled
         #: to the end or leaves the cache (forget); the LRU bound caps what a missed drop can leak
         self._memory: LruDict[str, JobMemory] = LruDict(MAX_TRACKED_JOBS)
@@ -251,10 +216,7 @@ class Reconciler:
         #: per manager uid, the copy status change waiting to be mirrored (jobmirror_status_propagation_seconds)
         self.status_lag = StatusLag(MAX_TRACKED_JOBS)
         #: when this process loaded the worker list: a worker missing from it counts as lost from here
-        self._started = time.monotonic()
-        #: per worker, which namespaces may use it; empty when every worker is open to every namespace
-        self._access: access.Access = ({w.name: w.access for w in self.cfg.workers}
-                                       if any(w.access is not None for w in self.cfg.workers) else {})
+        self._started = self.clock()
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -289,6 +251,7 @@ class Reconciler:
     async def _reconcile(self, job: Obj) -> float | None:
         """Read the group once, then act on the plan's next action until it says to stop."""
         group = self._read(job)
+        self.places.observe(self.kind, group.job, group.copies)
         for _ in range(MAX_ACTIONS):
             action = next_action(self.kind, group)
             if action.do in (Do.REQUEUE, Do.PATCH_COPY) and not group.wrote_status and not action.status_held \
@@ -312,14 +275,10 @@ class Reconciler:
         uid = job["metadata"]["uid"]
         placed = placement_of(job).worker
         copies = {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, job)) is not None}
-        for name in copies:
-            self._pending[name].discard(uid)
-        if uid in self._waiting and (placed is not None or self.kind.is_suspended(job)):
-            self._stop_waiting(uid)  # placed (or held back by the user): it holds no worker for later Jobs
         memory = self._recalled(uid)
         return Group(job, copies, self._worker_states(job), now=self.now(), origin=self.origin,
                      resync=self.cfg.resync_period, worker_lost_timeout=self.cfg.worker_lost_timeout,
-                     configured_for=time.monotonic() - self._started, unconfigured_said=memory.unconfigured_noted,
+                     configured_for=self.clock() - self._started, unconfigured_said=memory.unconfigured_noted,
                      stuck=memory.stuck.get(placed or ""), status_pending_for=self.status_lag.pending_for(uid),
                      status_batch_period=self.cfg.status_batch_period)
 
@@ -362,10 +321,9 @@ class Reconciler:
                 if placement.worker is not None:
                     return replace(g, job=job)
                 # Room is looked for again soon by the Job first in line for a worker; the ones behind
-                # it are woken when they become first (wake_heads), not re-checked every few seconds.
+                # it are woken when they become first (Placer.wake_heads), not re-checked every few seconds.
                 uid = job["metadata"]["uid"]
-                return Done(recheck_after(self._waiting.is_first(uid), self._recalled(uid).held_until,
-                                          time.monotonic(), self.cfg.resync_period))
+                return Done(self.places.recheck(uid, self._recalled(uid).held_until))
             case Do.ENSURE_FINALIZER:
                 return replace(g, job=await self._ensure_finalizer(job))
             case Do.LOST:
@@ -464,104 +422,16 @@ class Reconciler:
                                 f"{adopted} and the copy keeps running")
         return fresh
 
-    def worker_views(self, exclude: Collection[str] = ()) -> list[WorkerView]:
-        return [
-            WorkerView(w.name, w.healthy and w.name not in exclude, w.unfinished() + len(self._pending[w.name]),
-                       w.cfg.labels, slow=w.slow() is not None)
-            for w in self.workers.values()
-        ]
-
     def _choose(self, job: Obj, exclude: Collection[str]) -> Choice:
-        """The policy's worker for ``job``, never one that refused its name, nor (unpinned) lately its copy,
-        with why (recorded on the Job with the placement).
+        """The placer's worker for ``job``, never one that refused its name, nor (unpinned) lately its copy.
 
         Raises NoWorker.
         """
-        uid = job["metadata"]["uid"]
-        pin = annotations_of(job).get(ANNOTATION_PIN)
-        excluded = {*exclude, *self._recalled(uid).collided}
-        if not pin:
-            excluded |= refusal_exclusions(self._recalled(uid).refused, time.monotonic())
-        views = self.worker_views(excluded)
-        selector = annotations_of(job).get(ANNOTATION_WORKER_SELECTOR)
-        if self._access:  # before the pin, the selector and room: a Job never holds a worker it may not use
-            views = self._within_access(job, views, pin, selector)
-        elif selector and not pin:  # a pin wins
-            views = select_by_labels(views, selector)
-        pod, want = self._pod_shape(job) if self.rooms else (None, 0)
-        fits = self._fits(pod, want, views) if pod is not None else {}
-        if self.rooms:
-            order = (str(job["metadata"].get("creationTimestamp") or ""), uid)
-            now = time.monotonic()
-            try:
-                views = narrow_by_room(views, fits, pin, order=order, waiting=self._waiting, now=now,
-                                       hold=self.cfg.head_of_line_hold, since=self._waiting.since(uid))
-            except WaitingForRoom as wait:
-                self._waiting.add(uid, Waiting(order, wait.could, key_of(job)), now)
-                metrics.JOBS_WAITING_FOR_ROOM.set(len(self._waiting))
-                raise
-            except NoWorkerFits:
-                self._stop_waiting(uid)  # it waits for no room any more, so it holds no worker
-                raise
-            self._stop_waiting(uid)
-        chosen = self.policy.choose(views, pin)
-        if chosen is None:
-            raise NoWorker("the placement policy chose none")
-        why = explain(self.cfg.placement.value, views, chosen, pin)
-        return Choice(chosen, why + (f"; room on {chosen}: {fits[chosen].why}" if chosen in fits else ""), pod, want)
-
-    def _within_access(self, job: Obj, views: list[WorkerView], pin: str | None, selector: str | None
-                       ) -> list[WorkerView]:
-        """Only the workers the Job's namespace may use (workers[].access), its worker-selector applied
-        among them. Raises WorkerNotAllowed naming the rule when the pin, the selector or the access
-        leaves none: the Job waits with that Warning instead of a bare "no healthy worker"."""
-        ns = job["metadata"]["namespace"]
-        labels = self.namespace_labels(ns)
-        refused = access.refusal(ns, labels, self._access, pin=pin)
-        if refused:
-            raise access.WorkerNotAllowed(refused)
-        allowed = access.allowed_workers(ns, labels, self._access)
-        within = [v for v in views if v.name in allowed]
-        if not selector or pin:
-            return within
-        try:
-            return select_by_labels(within, selector)
-        except NoWorker:
-            refused = access.refusal(ns, labels, self._access, selected=self._selected(selector))
-            if refused:
-                raise access.WorkerNotAllowed(refused) from None
-            raise
-
-    def _selected(self, selector: str) -> set[str] | None:
-        """The configured workers a worker-selector matches, health aside (None: it does not parse)."""
-        try:
-            requirements = parse_selector(selector)
-        except SelectorError:
-            return None
-        return {w.name for w in self.cfg.workers if matches(requirements, w.labels)}
-
-    def _pod_shape(self, job: Obj) -> tuple[PodShape | None, int]:
-        """The object's pod as the room fit reads it and how many run at once (the kind's demand); no
-        shape (room unknown) for a quantity the API server would not have accepted, nor for pods of
-        several shapes (a JobSet's replicatedJobs may differ; the fit judges one shape)."""
-        demand = self.kind.pod_demand(job)
-        try:
-            shapes = [shape_of_template(d.template) for d in demand]
-        except ValueError as exc:
-            log.warning("%s/%s: room not judged: %s", job["metadata"]["namespace"], job["metadata"]["name"], exc)
-            return None, 0
-        if not shapes or any(s != shapes[0] for s in shapes[1:]):
-            return None, 0
-        return shapes[0], max(1, sum(d.pods for d in demand))
-
-    def _fits(self, shape: PodShape, want: int, views: Sequence[WorkerView]) -> dict[str, WorkerFit]:
-        """How one pod of ``shape`` fits each healthy worker whose room is known (synced, with nodes)."""
-        out = {}
-        for v in views:
-            room = self.rooms.get(v.name)
-            if v.healthy and room is not None and room.synced and room.nodes.cache:
-                out[v.name] = room.fit(shape, want)
-        return out
+        memory = self._recalled(job["metadata"]["uid"])
+        excluded = {*exclude, *memory.collided}
+        if not annotations_of(job).get(ANNOTATION_PIN):
+            excluded |= refusal_exclusions(memory.refused, self.clock())
+        return self.places.choose(self.kind, job, excluded)
 
     def _say(self, obj: Obj, what: EventReason, message: str) -> None:
         """An event on the manager object, its reason and type from mirror.event_reasons' one table."""
@@ -573,12 +443,13 @@ class Reconciler:
         except NoWorker as exc:
             uid, message = job["metadata"]["uid"], f"cannot dispatch: {exc}"
             memory = self._remember_about(uid)
-            if isinstance(exc, WaitingForRoom):
-                memory.held_until = exc.held_until
+            if isinstance(exc, WaitingForRoom | WaitingForQuota):
+                memory.held_until = exc.held_until if isinstance(exc, WaitingForRoom) else None
                 if not memory.waiting_said:  # once per wait: its figures change while it waits
                     memory.waiting_said = True
                     self.recorder.event(job, WAITING_FOR_ROOM.type, exc.reason, f"waits in the manager: {exc}; it is "
-                                        "placed when room appears, Jobs created earlier first")
+                                        "placed when room appears, in the scheduling order (kubectl jobmirror queue)")
+                    self._say_unknown_priority(job)
                 self._say_hold_ended(job, memory)
             elif says_something_new(memory.no_worker_said, message):
                 memory.no_worker_said = message
@@ -591,16 +462,22 @@ class Reconciler:
         memory.no_worker_said, memory.waiting_said, memory.hold_ended_said, memory.held_until = None, False, False, None
         return await self._place_on(job, chosen)
 
+    def _say_unknown_priority(self, job: Obj) -> None:
+        """A Job naming a PriorityClass the manager does not serve waits at the default priority: say so."""
+        _, unknown = self.places.priority(self.kind, job)
+        if unknown is not None and self.places.fair:
+            self._say(job, UNKNOWN_PRIORITY_CLASS, f"priorityClassName {unknown!r} is not a PriorityClass of the "
+                      f"manager cluster: the Job waits at the default priority ({self.places.default_priority()})")
+
     def _say_hold_ended(self, job: Obj, memory: JobMemory) -> None:
         """Once per wait, when the Job is first in line for a worker and its headOfLineHold ran out:
         later Jobs may take room there from now on (it still waits, and is placed when room appears)."""
-        uid, hold = job["metadata"]["uid"], self.cfg.head_of_line_hold
-        since = self._waiting.since(uid)
-        if memory.hold_ended_said or since is None or hold <= 0 or holds(since, since, time.monotonic(), hold):
+        if memory.hold_ended_said:
             return
-        ahead_of = sorted(w for w in self._waiting[uid].could if self._waiting.first(w) == uid)
+        hold = self.cfg.head_of_line_hold
+        ahead_of = self.places.hold_ended(job["metadata"]["uid"])
         if not ahead_of:
-            return  # it held nothing: nothing to say
+            return  # it still holds them, or held nothing: nothing to say
         memory.hold_ended_said = True
         self._say(job, HEAD_OF_LINE_HOLD_ENDED, f"waited {hold:g} s for room (headOfLineHold): it no longer holds "
                   f"{', '.join(ahead_of)} against Jobs created after it, which may take room there now; it still "
@@ -611,19 +488,11 @@ class Reconciler:
         name = job["metadata"]["name"]
         remote_name = derived_remote_name(name, self.origin) if self.workers[chosen].is_manager else name
         uid = job["metadata"]["uid"]
-        # Count it against the worker now: concurrent passes placing a burst of Jobs must
-        # see each other's choices, or they all pick the same least-loaded worker — and, with
-        # room views, the room its pods will take until the scheduler has bound them.
-        self._pending[chosen].add(uid)
-        room = self.rooms.get(chosen)
-        if room is not None and choice.pod is not None:
-            room.reserve(uid, job["metadata"]["namespace"], remote_name, choice.pod, choice.pods)
+        self.places.placing(self.kind, job, choice, remote_name)
         try:
             return await self._record_placement(job, chosen, remote_name, choice.why)
         except BaseException:
-            self._pending[chosen].discard(uid)
-            if room is not None:
-                room.release(uid)
+            self.places.unplaced(uid, chosen)
             raise
 
     async def _record_placement(self, job: Obj, worker: str, remote_name: str, why: str) -> tuple[Obj, Placement]:
@@ -727,7 +596,7 @@ class Reconciler:
         dropped = self.kind.dropped_fields(body, created)
         if dropped:
             return created, Found(dropped=tuple(dropped))
-        self._pending[worker.name].add(job["metadata"]["uid"])
+        self.places.dispatched(worker.name, job["metadata"]["uid"])
         metrics.DISPATCHES.labels(worker.name).inc()
         self._recalled(job["metadata"]["uid"]).refusals.pop("create", None)
         # No event: the Job's placement annotations already say where it runs and why, for as long as it
@@ -825,11 +694,11 @@ class Reconciler:
         """
         md = job["metadata"]
         uid = md["uid"]
-        self._pending[worker.name].discard(uid)
+        self.places.not_dispatched(worker.name, uid)
         if not left_copy:
             self._attempted[worker.name].discard(uid)  # a refused create left nothing behind
         metrics.WORKER_REFUSALS.labels(worker.name, verb).inc()
-        self._remember_about(uid).refused[worker.name] = time.monotonic() + exclusion
+        self._remember_about(uid).refused[worker.name] = self.clock() + exclusion
         delay = self._refusal_delay(uid, "create")
         if isinstance(what, ApiError):
             what = f"worker {worker.name} refused to create {md['namespace']}/{md['name']}: {what.message}"
@@ -855,8 +724,8 @@ class Reconciler:
         """Bring the copy's mutable spec in line; a refusal is evented and retried with backoff."""
         uid = job["metadata"]["uid"]
         not_before = self._recalled(uid).patch_not_before
-        if time.monotonic() < not_before:
-            return max(0.5, not_before - time.monotonic())
+        if self.clock() < not_before:
+            return max(0.5, not_before - self.clock())
         md = remote["metadata"]
         try:
             await self.calls.call(worker, worker.client.patch(self.resource, md["namespace"], md["name"], patch))
@@ -879,7 +748,7 @@ class Reconciler:
                                     "created again from the manager's template")
                 return 0.0
             delay = self._refusal_delay(uid, "patch")
-            self._remember_about(uid).patch_not_before = time.monotonic() + delay
+            self._remember_about(uid).patch_not_before = self.clock() + delay
             self._say(job, WORKER_REFUSED, f"worker {worker.name} refused the spec change "
                                 f"{patch} on {md['namespace']}/{md['name']}: {exc.message}; status is still "
                                 "mirrored, the change is retried with backoff (at most every "
@@ -929,7 +798,7 @@ class Reconciler:
         if not await self._delete_remote(job, worker, remote, "moved: unschedulable"):
             return retry_delay(memory.refusals.get("delete", 0), base=min(self.cfg.resync_period, 5.0))
         memory.stuck.pop(worker.name, None)
-        memory.refused[worker.name] = time.monotonic() + REFUSAL_EXCLUSION  # avoided for this Job a while
+        memory.refused[worker.name] = self.clock() + REFUSAL_EXCLUSION  # avoided for this Job a while
         job, _ = await self._place_on(job, choice)
         metrics.REPLACEMENTS.labels(worker.name).inc()
         self._say(job, REPLACED, f"moved from worker {worker.name} to {choice.worker}: "
@@ -957,7 +826,7 @@ class Reconciler:
         """
         uid = job["metadata"]["uid"]
         md = remote["metadata"]
-        self._pending[worker.name].discard(uid)  # nothing of ours runs there: not load
+        self.places.not_dispatched(worker.name, uid)  # nothing of ours runs there: not load
         metrics.NAME_COLLISIONS.labels(worker.name).inc()
         what = (f"worker {worker.name} already has {self.kind.name} {md.get('namespace')}/{md['name']} that jobmirror "
                 f"did not create for this {self.kind.name} (origin {labels_of_copy(remote).origin!r}); "
@@ -1016,7 +885,7 @@ class Reconciler:
         metrics.REMOTE_DELETES.labels(worker.name, reason).inc()
         uid = job["metadata"]["uid"]
         self._attempted[worker.name].discard(uid)  # known gone: no need to ask the server again
-        self._pending[worker.name].discard(uid)
+        self.places.not_dispatched(worker.name, uid)
         how = "" if propagation == "Background" else f", propagation {propagation}"
         if routine_cleanup(reason, propagation):
             log.debug("%s/%s: deleted its finished copy on worker %s", md["namespace"], md["name"], worker.name)
@@ -1140,35 +1009,17 @@ class Reconciler:
 
     def forget(self, uid: str) -> None:
         """Drop every per-Job record (the maps stay bounded by the Jobs we handle)."""
-        for tracked in (*self._pending.values(), *self._attempted.values()):
+        for tracked in self._attempted.values():
             tracked.discard(uid)
         self._memory.pop(uid, None)
         self.status_lag.forget(uid)
-        self._stop_waiting(uid)
-        for room in self.rooms.values():
-            # Its pods may have been bound and ended between two looks at the room (one-second
-            # pods): the reservation would otherwise hold their room until it lapses (60 s),
-            # which capped dispatch at a worker's pod slots per minute in the 10,000-Job run.
-            room.release(uid)
-
-    def _stop_waiting(self, uid: str) -> None:
-        gone = self._waiting.pop(uid)
-        if gone is not None:
-            metrics.JOBS_WAITING_FOR_ROOM.set(len(self._waiting))
-            self.wake_heads(gone.could)  # it held these workers against the Jobs behind it
-
-    def wake_heads(self, workers: Iterable[str]) -> None:
-        """Look again at once at the oldest Job waiting for each of ``workers`` (room may be there),
-        and at the oldest still holding it when the oldest's hold lapsed (placement.heads)."""
-        keys = [self._waiting[u].key
-                for u in heads(self._waiting, workers, time.monotonic(), self.cfg.head_of_line_hold)]
-        if keys and self.wake is not None:
-            self.wake(keys)
+        self.places.forget(uid)
 
     async def _write_status(self, job: Obj, desired: Obj, *, from_copy: bool) -> Obj:
         """Write ``desired`` (the plan computed it); ``from_copy``: it mirrors a copy's status change,
         whose lag since the worker showed it is observed (jobmirror_status_propagation_seconds)."""
         written = await self._put_status(job, desired)
+        self.places.observe(self.kind, written, ())  # finished: its tenant's share and quota free up
         if from_copy and (waited := self.status_lag.mirrored(job["metadata"]["uid"])) is not None:
             metrics.STATUS_PROPAGATION.labels(waited[0]).observe(waited[1])
         return written

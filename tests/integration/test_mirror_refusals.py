@@ -45,7 +45,7 @@ async def _no_jobs_quota(worker: ClusterClient, ns: str) -> None:
 
 
 def _load(ctrl: MirrorController, worker: str) -> int:
-    views = {v.name: v for v in ctrl.reconcilers["Job"].worker_views()}
+    views = {v.name: v for v in ctrl.placer.views()}
     return views[worker].unfinished
 
 

@@ -146,6 +146,6 @@ async def test_a_blocker_of_one_namespace_does_not_keep_another_namespaces_jobs_
             assert len(held) == 1  # said once
         left = await env.get("blocker")
         assert left is not None and ANNOTATION_CLUSTER not in (left["metadata"].get("annotations") or {})
-        assert ctrl.reconcilers["Job"]._waiting.keys() <= ({left["metadata"]["uid"]} if not never else set())
+        assert ctrl.placer.waiting.keys() <= ({left["metadata"]["uid"]} if not never else set())
         await env.manager.delete(JOBS, ns, "blocker")
         await env.wait_gone("blocker")

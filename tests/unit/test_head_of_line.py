@@ -17,20 +17,12 @@ import pytest
 
 from kruntime.resources import PODS, Obj
 from mirror.naming import ANNOTATION_CLUSTER
-from mirror.placement import (
-    Waiting,
-    WaitingForRoom,
-    WaitingLine,
-    WorkerView,
-    heads,
-    hold_lapses_at,
-    holds,
-    narrow_by_room,
-)
-from mirror.reconciler import WAITING_RECHECK, recheck_after
+from mirror.placement import WaitingForRoom, WorkerView, narrow_by_room
+from mirror.placer import WAITING_RECHECK, recheck_after
 from mirror.room.fit import WorkerFit, worker_fit
 from mirror.room.requests import shape_of_template
 from mirror.room.view import is_daemon_pod, rooms_of
+from mirror.scheduling.line import Waiting, WaitingLine, heads, hold_lapses_at, holds
 from testkit.fakefleet import fake_fleet, job
 
 # -- never fits: what DaemonSet pods hold ---------------------------------------------------------
@@ -155,13 +147,13 @@ def line_with_blocker(since: float) -> WaitingLine:
 def test_a_head_holds_a_later_job_of_another_namespace_only_for_the_bound(
         now: float, small_since: float | None, held_until: float | None) -> None:
     line = line_with_blocker(0.0)
-    kw: dict[str, Any] = {"order": SMALL, "waiting": line, "now": now, "hold": 120.0, "since": small_since}
+    kw: dict[str, Any] = {"rank": SMALL, "waiting": line, "now": now, "hold": 120.0, "since": small_since}
     if held_until is None:
         got = narrow_by_room(views(), {"w1": ROOM, "w2": ROOM}, None, **kw)
         assert {w.name for w in got if w.healthy} == {"w1", "w2"}
         assert heads(line, ["w1", "w2"]) == ["u-blocker"]  # still first in line: woken first when room appears
         return
-    with pytest.raises(WaitingForRoom, match=re.escape("Jobs created earlier wait for it there")) as wait:
+    with pytest.raises(WaitingForRoom, match=re.escape("Jobs ahead of it in line wait for it there")) as wait:
         narrow_by_room(views(), {"w1": ROOM, "w2": ROOM}, None, **kw)
     assert wait.value.held_until == held_until
     assert f"for at most {math.ceil(held_until - now)} s more (headOfLineHold)" in str(wait.value)
@@ -177,14 +169,14 @@ def test_three_jobs_of_another_namespace_are_free_once_the_blocker_held_for_the_
     for t in (1.0, 60.0, 119.0):
         for i, order in enumerate(smalls):
             with pytest.raises(WaitingForRoom) as wait:
-                narrow_by_room(views(), {"w1": ROOM, "w2": ROOM}, None, order=order, waiting=line, now=t,
+                narrow_by_room(views(), {"w1": ROOM, "w2": ROOM}, None, rank=order, waiting=line, now=t,
                                hold=120.0, since=line.since(order[1]))
             line.add(order[1], Waiting(order, wait.value.could, f"b/small-{i}"), t)
             assert wait.value.held_until == 120.0
     line.add("u-blocker", Waiting(BLOCKER, frozenset({"w1"}), "a/blocker"), 200.0)  # looked at again: same wait
     assert line.since("u-blocker") == 0.0
     for order in smalls:
-        got = narrow_by_room(views(), {"w1": ROOM, "w2": ROOM}, None, order=order, waiting=line, now=120.0,
+        got = narrow_by_room(views(), {"w1": ROOM, "w2": ROOM}, None, rank=order, waiting=line, now=120.0,
                              hold=120.0, since=line.since(order[1]))
         assert {w.name for w in got if w.healthy} == {"w1", "w2"}
         line.pop(order[1])  # placed
@@ -209,7 +201,7 @@ def test_a_stream_of_blockers_holds_a_job_no_longer_than_its_own_bound() -> None
     line = WaitingLine()
     for i, since in enumerate((0.0, 100.0, 200.0, 300.0)):
         line.add(f"u-b{i}", Waiting((f"2026-11-26T09:00:0{i}Z", f"u-b{i}"), frozenset({"w1", "w2"})), since)
-    kw: dict[str, Any] = {"order": SMALL, "waiting": line, "hold": 120.0, "since": 10.0}
+    kw: dict[str, Any] = {"rank": SMALL, "waiting": line, "hold": 120.0, "since": 10.0}
     with pytest.raises(WaitingForRoom):
         narrow_by_room(views(), {"w1": ROOM, "w2": ROOM}, None, now=129.0, **kw)
     got = narrow_by_room(views(), {"w1": ROOM, "w2": ROOM}, None, now=130.0, **kw)
@@ -218,7 +210,7 @@ def test_a_stream_of_blockers_holds_a_job_no_longer_than_its_own_bound() -> None
 
 def test_a_job_that_waits_for_room_itself_gives_no_hold_lapse() -> None:
     with pytest.raises(WaitingForRoom) as wait:
-        narrow_by_room(views(), {"w1": FULL, "w2": FULL}, None, order=SMALL, waiting=line_with_blocker(0.0),
+        narrow_by_room(views(), {"w1": FULL, "w2": FULL}, None, rank=SMALL, waiting=line_with_blocker(0.0),
                        now=1.0, hold=120.0)
     assert wait.value.held_until is None
 
@@ -275,7 +267,7 @@ async def test_the_head_stops_holding_after_the_bound_says_so_once_and_is_placed
         await f.settle()
         await f.sync("big", "ns-a")
         assert (f.job("big", "ns-a") or {})["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-2"
-        assert f.reconciler._waiting == {}
+        assert f.reconciler.places.waiting == {}
 
 
 async def test_a_waiting_job_that_turns_never_fits_leaves_the_line() -> None:
@@ -293,7 +285,7 @@ async def test_a_waiting_job_that_turns_never_fits_leaves_the_line() -> None:
         await f.create(j)
         await f.sync("ported", "ns-a")
         assert [r for r, _ in f.events("ported", "ns-a")] == ["WaitingForRoom"]
-        assert len(f.reconciler._waiting) == 1
+        assert len(f.reconciler.places.waiting) == 1
         for w, n in (("worker-1", "a1"), ("worker-2", "b1")):
             await f.workers[w].client("kubelet").create(PODS, "kube-system", {
                 "metadata": {"name": "agent", "ownerReferences": [DS_OWNER]},
@@ -302,4 +294,4 @@ async def test_a_waiting_job_that_turns_never_fits_leaves_the_line() -> None:
         await f.settle()
         await f.sync("ported", "ns-a")
         assert "NoWorkerFits" in [r for r, _ in f.events("ported", "ns-a")]
-        assert f.reconciler._waiting == {}
+        assert f.reconciler.places.waiting == {}

@@ -21,7 +21,8 @@ from mirror.jobsets.kind import JOBSET_KIND
 from mirror.jobsets.pods import JOBSET_UID_LABEL, jobset_name_candidates
 from mirror.jobsets.status_translation import MIRRORED_REASON, desired_manager_status, status_differs
 from mirror.kinds import MirroredKind
-from mirror.reconciler import Reconciler
+from mirror.placement import LeastLoaded
+from mirror.placer import Placer
 
 NOW = datetime(2026, 11, 26, 16, tzinfo=UTC)
 T0 = "2026-11-26T15:00:00Z"
@@ -151,7 +152,7 @@ def test_pod_demand_is_replicas_times_parallelism_summed(rjobs: list[Obj], want:
 )
 def test_room_aware_placement_fits_the_kinds_pods(kind: MirroredKind, obj: Obj, want: int | None) -> None:
     cfg = Config.model_validate({"workers": [{"name": "w1", "kubeconfig": "/k"}]})
-    shape, pods = Reconciler(cfg, kind, None, None, {}, None, None)._pod_shape(obj)  # type: ignore[arg-type]
+    shape, pods = Placer(cfg, {}, LeastLoaded()).pod_shape(kind, obj)
     assert (pods if shape is not None else None) == want
 
 
@@ -160,7 +161,7 @@ def test_pods_of_several_shapes_leave_the_room_unjudged() -> None:
     manager = jobset()
     manager["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["nodeSelector"] = {"gpu": "yes"}
     cfg = Config.model_validate({"workers": [{"name": "w1", "kubeconfig": "/k"}]})
-    assert Reconciler(cfg, KIND, None, None, {}, None, None)._pod_shape(manager) == (None, 0)  # type: ignore[arg-type]
+    assert Placer(cfg, {}, LeastLoaded()).pod_shape(KIND, manager) == (None, 0)
 
 
 def test_pods_name_their_jobset_by_label_and_by_name() -> None:

@@ -14,18 +14,9 @@ import pytest
 
 from kruntime.resources import PODS, Obj
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, ANNOTATION_PLACEMENT_REASON, ANNOTATION_WORKER_SELECTOR
-from mirror.placement import (
-    NoWorker,
-    NoWorkerFits,
-    Waiting,
-    WaitingForRoom,
-    WaitingLine,
-    WorkerView,
-    heads,
-    narrow_by_room,
-    select_by_labels,
-)
+from mirror.placement import NoWorker, NoWorkerFits, WaitingForRoom, WorkerView, narrow_by_room, select_by_labels
 from mirror.room.fit import WorkerFit
+from mirror.scheduling.line import Waiting, WaitingLine, heads
 from testkit.fakecluster import FakeClusterClient
 from testkit.fakefleet import FakeFleet, fake_fleet, job
 
@@ -87,7 +78,7 @@ OLDER, NEWER = ("2026-11-25T10:00:00Z", "u-old"), ("2026-11-25T11:00:00Z", "u-ne
         ({"w1": NEVER, "w2": FULL}, {}, None, "no worker has room for its pod now: w2: no room now"),
         ({"w1": ROOM, "w2": ROOM}, {"u-old": Waiting(OLDER, frozenset({"w2"}))}, {"w1"}, None),
         ({"w1": NEVER, "w2": ROOM}, {"u-old": Waiting(OLDER, frozenset({"w2"}))}, None,
-         "w2 has room now but Jobs created earlier wait for it there"),
+         "w2 has room now but Jobs ahead of it in line wait for it there"),
         ({"w1": ROOM, "w2": ROOM}, {"u-later": Waiting(("2026-11-25T12:00:00Z", "u"), frozenset({"w1", "w2"}))},
          {"w1", "w2"}, None),  # a later Job waiting holds nothing against an earlier one
     ],
@@ -97,10 +88,10 @@ def test_first_come_first_placed(fits: dict[str, WorkerFit], waiting: dict[str, 
                                  healthy_after: set[str] | None, waits: str | None) -> None:
     if waits is not None:
         with pytest.raises(WaitingForRoom, match=re.escape(waits)) as wait:
-            narrow_by_room(views("w1", "w2"), fits, None, order=NEWER, waiting=WaitingLine(waiting))
+            narrow_by_room(views("w1", "w2"), fits, None, rank=NEWER, waiting=WaitingLine(waiting))
         assert wait.value.could == {n for n, f in fits.items() if f.ever}
         return
-    got = narrow_by_room(views("w1", "w2"), fits, None, order=NEWER, waiting=WaitingLine(waiting))
+    got = narrow_by_room(views("w1", "w2"), fits, None, rank=NEWER, waiting=WaitingLine(waiting))
     assert {w.name for w in got if w.healthy} == healthy_after
 
 
@@ -230,9 +221,9 @@ async def test_a_pin_still_wins() -> None:
 async def test_a_job_waits_for_room_and_is_placed_when_it_appears_before_later_jobs() -> None:
     async with fake_fleet(nodes=NODES) as f:
         woken: list[str] = []  # what the controller would put on its queue at once
-        f.reconciler.wake = woken.extend
+        f.reconciler.places.wake = lambda keys: woken.extend(k.key for k in keys)
         for room in f.reconciler.rooms.values():
-            room.on_room = lambda w: f.reconciler.wake_heads([w])
+            room.on_room = lambda w: f.reconciler.places.wake_heads([w])
         kubelet = await hog_on_b1(f, cpu="7")
         await f.create(job("big", requests={"cpu": "4"}))  # only worker-2's 8-cpu node could hold it
         assert await f.sync("big") == 3.0  # looked at again soon, not after the resync period
@@ -243,7 +234,7 @@ async def test_a_job_waits_for_room_and_is_placed_when_it_appears_before_later_j
         await f.create(job("gpu", requests={"cpu": "500m", GPU: "1"}))  # fits now, but only on worker-2
         await f.sync("gpu")
         assert ANNOTATION_CLUSTER not in placed(f, "gpu")
-        assert any("worker-2 has room now but Jobs created earlier wait for it there" in m
+        assert any("worker-2 has room now but Jobs ahead of it in line wait for it there" in m
                    for r, m in f.events("gpu") if r == "WaitingForRoom")
         await f.create(job("small", requests={"cpu": "500m"}))  # fits now on both: goes where no one waits
         await f.sync("small")
@@ -258,7 +249,7 @@ async def test_a_job_waits_for_room_and_is_placed_when_it_appears_before_later_j
         assert woken[-1] == "default/gpu"  # "big" held worker-2 against it: now it is first in line
         await f.sync("gpu")
         assert placed(f, "gpu")[ANNOTATION_CLUSTER] == "worker-2"
-        assert f.reconciler._waiting == {}
+        assert f.reconciler.places.waiting == {}
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,8 @@ import pytest
 
 from mirror.access import Access, WorkerNotAllowed, allowed_workers, describe_rule, refusal
 from mirror.config import Config, ConfigError, WorkerAccess, load_config
-from mirror.jobs.kind import JOB_KIND
-from mirror.placement import NoWorker, WorkerView
-from mirror.reconciler import Reconciler
+from mirror.placement import LeastLoaded, NoWorker, WorkerView
+from mirror.placer import Placer
 
 
 @pytest.fixture(autouse=True)
@@ -184,16 +183,16 @@ def job_in(namespace: str) -> dict[str, Any]:
     ids=["open-only", "named", "labelled", "pin-open", "pin-refused", "selector-refused", "selector-narrowed",
          "selector-allowed", "selector-matches-nothing"],
 )
-def test_the_reconciler_places_only_within_access(namespace: str, labels: dict[str, str], pin: str | None,
+def test_the_placer_places_only_within_access(namespace: str, labels: dict[str, str], pin: str | None,
                                                   selector: str | None, left: list[str] | None,
                                                   refused: str | None) -> None:
-    r = Reconciler(Config.model_validate(CFG), JOB_KIND, None, None, {}, None, None,  # type: ignore[arg-type]
-                   namespace_labels=lambda ns: labels if ns == namespace else None)
+    r = Placer(Config.model_validate(CFG), {}, LeastLoaded(), namespace_labels=lambda ns: labels if ns == namespace
+               else None)
     if refused is None:
-        views = r._within_access(job_in(namespace), list(VIEWS), pin, selector)
+        views = r.within_access(job_in(namespace), list(VIEWS), pin, selector)
         assert [v.name for v in views if v.healthy] == left
         return
     with pytest.raises(NoWorker) as exc:
-        r._within_access(job_in(namespace), list(VIEWS), pin, selector)
+        r.within_access(job_in(namespace), list(VIEWS), pin, selector)
     assert refused in str(exc.value)
     assert isinstance(exc.value, WorkerNotAllowed) == ("worker access" in str(exc.value))

@@ -1,0 +1,515 @@
+"""Where and when a Job goes: the Placer owns placement for every kind of the controller.
+
+It keeps what placement needs between passes — dispatches not yet visible in a worker's cache,
+the Jobs waiting in the manager (for room, or for their tenant's quota), the work running per
+tenant, the room views — and answers one question for a pass: which worker takes this Job now
+(:meth:`Placer.choose`), or why it waits. The rules are pure (mirror.placement, mirror.scheduling,
+mirror.room); the reconciler performs the writes. Exclusions (workers that refused the Job or hold
+a same-named object) are passed in, so the Placer reads nothing the reconciler remembers.
+
+One Placer serves all kinds, so a tenant's JobSets and Jobs share one fair share and one quota.
+Its clock is injected: hold lapses, aging and backfill are table rows, not sleeps.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from jobapi.objects import annotations_of
+from kruntime.resources import Obj, key_of
+from mirror import access, metrics
+from mirror.config import Config, SchedulingOrder
+from mirror.decisions import placement_of
+from mirror.event_reasons import EXCEEDS_QUOTA, WAITING_FOR_QUOTA
+from mirror.kinds import MirroredKind, QueueKey
+from mirror.naming import ANNOTATION_EXPECTED_DURATION, ANNOTATION_PIN, ANNOTATION_WORKER_SELECTOR
+from mirror.placement import (
+    NoWorker,
+    NoWorkerFits,
+    PlacementPolicy,
+    WaitingForRoom,
+    WorkerView,
+    explain,
+    narrow_by_room,
+    select_by_labels,
+)
+from mirror.room.fit import WorkerFit
+from mirror.room.requests import PodShape, shape_of_template
+from mirror.room.selector import SelectorError, matches
+from mirror.room.selector import parse as parse_selector
+from mirror.room.view import RoomView
+from mirror.scheduling.backfill import Release, estimated_start, expected_length, may_backfill
+from mirror.scheduling.line import Waiting, WaitingLine, heads, holds
+from mirror.scheduling.order import OrderRule
+from mirror.scheduling.quota import Quota, never_within, over_quota, quota_of
+from mirror.scheduling.shares import Running, RunningWork, demand_of, weighted_share
+from mirror.scheduling.tenants import tenant_of
+from mirror.workers import WorkerCluster
+
+log = logging.getLogger(__name__)
+
+#: seconds between two looks for room for a Job waiting in the manager (RoomAware)
+WAITING_RECHECK = 3.0
+#: how many of a tenant's Jobs waiting for its quota are looked at again when some of it frees
+QUOTA_WAKES = 8
+#: seconds the fleet's capacity (the sum of the room views) is reused between placements
+CAPACITY_TTL = 1.0
+
+
+class WaitingForQuota(NoWorker):
+    """Placing the Job now would take its tenant past its quota: it waits in the manager."""
+
+    reason = WAITING_FOR_QUOTA.reason
+
+
+class OverQuotaForever(NoWorkerFits):
+    """The Job alone asks more than its tenant's whole quota: it could never be placed."""
+
+    reason = EXCEEDS_QUOTA.reason
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A placement decision and why it was made (the policy and the load it saw, or the pin)."""
+
+    worker: str
+    why: str
+    #: the Job's pod as the room fit read it, and how many it wants at once (RoomAware only):
+    #: what the chosen worker reserves until the copy's pods are bound
+    pod: PodShape | None = None
+    pods: int = 0
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """One waiting Job as ``kubectl jobmirror queue`` shows it, in line order."""
+
+    kind: str
+    key: str
+    tenant: str
+    priority: int
+    share: float
+    waited: float
+    why: str
+    #: seconds until it could start on the worker it is first in line for (None: not estimated)
+    starts_in: float | None = None
+
+
+def recheck_after(first: bool, held_until: float | None, now: float, resync: float) -> float:
+    """Seconds until a Job left waiting for room is looked at again: soon when it is first in line
+    for a worker (room there is its), at the moment the hold keeping it from a roomy worker lapses,
+    else at the resync (it is woken when it becomes first)."""
+    again = min(resync, WAITING_RECHECK) if first else resync
+    if held_until is not None:
+        again = min(again, max(held_until - now, 0.05))
+    return again
+
+
+class Placer:
+    def __init__(self, cfg: Config, workers: Mapping[str, WorkerCluster], policy: PlacementPolicy, *,
+                 rooms: Mapping[str, RoomView] | None = None,
+                 namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda _: None,
+                 priority_class: Callable[[str], int | None] = lambda _: None,
+                 default_priority: Callable[[], int] = lambda: 0,
+                 priorities_known: Callable[[], bool] = lambda: True,
+                 wake: Callable[[list[QueueKey]], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.cfg, self.workers, self.policy = cfg, workers, policy
+        self.rooms: Mapping[str, RoomView] = rooms or {}
+        self.namespace_labels, self.priority_class, self.default_priority = (namespace_labels, priority_class,
+                                                                             default_priority)
+        self.wake, self.clock, self.priorities_known = wake, clock, priorities_known
+        sched = cfg.scheduling
+        self.fair = sched.order is SchedulingOrder.FAIR_SHARE
+        self.order = OrderRule(self.fair, sched.starvation_age)
+        self._quotas: dict[str, Quota] = {t.name: quota_of(t.quota) for t in sched.tenants}
+        self._weights = {t.name: t.weight for t in sched.tenants}
+        #: dispatches not yet visible in a worker's cache, so placement sees them at once
+        self._pending: dict[str, set[str]] = {name: set() for name in workers}
+        #: Jobs waiting in the manager for room, ranked by the scheduling order
+        self.waiting = WaitingLine(rank=self._rank)
+        #: per tenant, its Jobs waiting for quota: uid -> (its order within the tenant, whom to wake)
+        self._over_quota: dict[str, dict[str, tuple[tuple[int, tuple[str, str]], QueueKey]]] = {}
+        #: per waiting uid, why it waits (for the queue view; evented once per wait by the reconciler)
+        self._why: dict[str, str] = {}
+        self._kind_of: dict[str, str] = {}
+        self.running = RunningWork()
+        self._capacity: tuple[float, dict[str, int]] = (-CAPACITY_TTL, {})
+        self._access: access.Access = ({w.name: w.access for w in cfg.workers}
+                                       if any(w.access is not None for w in cfg.workers) else {})
+
+    # -- what a pass tells the placer ----------------------------------------------------------
+
+    def observe(self, kind: MirroredKind, job: Obj, copies: Collection[str]) -> None:
+        """What a pass read about ``job``: copies now visible, whether it is placed and running."""
+        uid = job["metadata"]["uid"]
+        for name in copies:
+            if name in self._pending:
+                self._pending[name].discard(uid)
+        placed = placement_of(job).worker
+        suspended = kind.is_suspended(job)
+        if placed is not None or suspended:
+            self._stop_waiting(uid)  # placed (or held back by the user): it holds no worker for later Jobs
+        if placed is not None and not suspended and not kind.is_finished(job):
+            if uid not in self.running:  # placed before this process started (or by a pass of another kind)
+                self.running.add(uid, Running(self.tenant(job), self.demand(kind, job), placed, self.clock(), None))
+        else:
+            self._ended(uid)
+
+    def forget(self, uid: str) -> None:
+        for pending in self._pending.values():
+            pending.discard(uid)
+        self._stop_waiting(uid)
+        self._ended(uid)
+        for room in self.rooms.values():
+            # Its pods may have been bound and ended between two looks at the room (one-second
+            # pods): the reservation would otherwise hold their room until it lapses (60 s),
+            # which capped dispatch at a worker's pod slots per minute in the 10,000-Job run.
+            room.release(uid)
+
+    # -- the Job's facts ----------------------------------------------------------------------
+
+    def tenant(self, job: Obj) -> str:
+        ns = job["metadata"]["namespace"]
+        t = tenant_of(ns, self.namespace_labels(ns), self.cfg.scheduling.tenants) if self.cfg.scheduling.tenants \
+            else None
+        return t.name if t is not None else ns
+
+    def priority(self, kind: MirroredKind, job: Obj) -> tuple[int, str | None]:
+        """The Job's priority (its pods' PriorityClass value; the highest of several templates) and
+        the name of a class the manager does not serve (then the default value is used)."""
+        names = {(d.template.get("spec") or {}).get("priorityClassName") for d in kind.pod_demand(job)} - {None, ""}
+        values, unknown = [], None
+        for name in sorted(str(n) for n in names):
+            value = self.priority_class(name)
+            if value is None:
+                unknown = name
+            else:
+                values.append(value)
+        if not values:
+            return self.default_priority(), unknown if self.priorities_known() else None
+        return max(values), unknown if self.priorities_known() else None
+
+    def demand(self, kind: MirroredKind, job: Obj) -> dict[str, int]:
+        """What the Job holds while it runs, all its pods at once (empty when a quantity is unreadable:
+        the room fit says so, and such a Job counts for nothing rather than for a guess)."""
+        total: dict[str, int] = {}
+        try:
+            for d in kind.pod_demand(job):
+                for r, v in demand_of(shape_of_template(d.template).requests, max(1, d.pods)).items():
+                    total[r] = total.get(r, 0) + v
+        except ValueError:
+            return {}
+        return total
+
+    def length(self, job: Obj) -> float | None:
+        """How long the Job runs at most once started (None: not known, or the annotation does not parse)."""
+        try:
+            return expected_length((job.get("spec") or {}).get("activeDeadlineSeconds"),
+                                   annotations_of(job).get(ANNOTATION_EXPECTED_DURATION))
+        except ValueError as exc:
+            log.warning("%s: annotation %s ignored: %s", key_of(job), ANNOTATION_EXPECTED_DURATION, exc)
+            return None
+
+    # -- choosing -------------------------------------------------------------------------------
+
+    def views(self, exclude: Collection[str] = ()) -> list[WorkerView]:
+        return [
+            WorkerView(w.name, w.healthy and w.name not in exclude, w.unfinished() + len(self._pending[w.name]),
+                       w.cfg.labels, slow=w.slow() is not None)
+            for w in self.workers.values()
+        ]
+
+    def choose(self, kind: MirroredKind, job: Obj, exclude: Collection[str]) -> Choice:
+        """The worker that takes ``job`` now, never one of ``exclude``, with why (recorded on the Job).
+
+        Raises NoWorker: WaitingForQuota, WaitingForRoom (it waits in the manager), NoWorkerFits
+        (it could never run anywhere), or a plain NoWorker naming the pin, selector or access rule.
+        """
+        uid, now = job["metadata"]["uid"], self.clock()
+        self._kind_of[uid] = kind.name
+        pin = annotations_of(job).get(ANNOTATION_PIN)
+        views = self.views(exclude)
+        selector = annotations_of(job).get(ANNOTATION_WORKER_SELECTOR)
+        if self._access:  # before the pin, the selector and room: a Job never holds a worker it may not use
+            views = self.within_access(job, views, pin, selector)
+        elif selector and not pin:  # a pin wins
+            views = select_by_labels(views, selector)
+        tenant, demand = self.tenant(job), self.demand(kind, job)
+        self._check_quota(uid, job, tenant, demand)
+        pod, want = self.pod_shape(kind, job) if self.rooms else (None, 0)
+        fits = self._fits(pod, want, views) if pod is not None else {}
+        if self.rooms:
+            priority = self.priority(kind, job)[0] if self.fair else 0
+            entry = Waiting((str(job["metadata"].get("creationTimestamp") or ""), uid), frozenset(), key_of(job),
+                            tenant, priority, demand)
+            since = self.waiting.since(uid)
+            rank = self._rank(entry, now if since is None else since, now)
+            length = self.length(job) if self.fair and self.cfg.scheduling.backfill else None
+            try:
+                views = narrow_by_room(views, fits, pin, rank=rank, waiting=self.waiting, now=now,
+                                       hold=self.cfg.head_of_line_hold, since=since,
+                                       backfills=lambda w, head: self._backfills(w, head, length, now))
+            except WaitingForRoom as wait:
+                self.waiting.add(uid, Waiting(entry.order, wait.could, entry.key, tenant, priority, demand), now)
+                self._why[uid] = str(wait)
+                metrics.JOBS_WAITING_FOR_ROOM.set(len(self.waiting))
+                raise
+            except NoWorkerFits:
+                self._stop_waiting(uid)  # it waits for no room any more, so it holds no worker
+                raise
+            self._stop_waiting(uid)
+        chosen = self.policy.choose(views, pin)
+        if chosen is None:
+            raise NoWorker("the placement policy chose none")
+        why = explain(self.cfg.placement.value, views, chosen, pin)
+        return Choice(chosen, why + (f"; room on {chosen}: {fits[chosen].why}" if chosen in fits else ""), pod, want)
+
+    def _check_quota(self, uid: str, job: Obj, tenant: str, demand: Mapping[str, int]) -> None:
+        quota = self._quotas.get(tenant)
+        if quota is None or quota.unlimited:
+            return
+        never = never_within(demand, quota)
+        if never:
+            self._drop_quota_wait(uid)
+            raise OverQuotaForever(f"tenant {tenant}: {never}")
+        over = over_quota(self.running.usage(tenant), self.running.jobs(tenant), demand, quota)
+        if over is None:
+            self._drop_quota_wait(uid)
+            return
+        created = (str(job["metadata"].get("creationTimestamp") or ""), uid)
+        self._over_quota.setdefault(tenant, {})[uid] = ((0, created),
+                                                        QueueKey(self._kind_of.get(uid, ""), key_of(job)))
+        why = f"tenant {tenant} is at its quota: {over}; placed when its running work ends"
+        self._why[uid] = why
+        raise WaitingForQuota(why)
+
+    def within_access(self, job: Obj, views: list[WorkerView], pin: str | None, selector: str | None
+                      ) -> list[WorkerView]:
+        """Only the workers the Job's namespace may use (workers[].access), its worker-selector applied
+        among them. Raises WorkerNotAllowed naming the rule when the pin, the selector or the access
+        leaves none: the Job waits with that Warning instead of a bare "no healthy worker"."""
+        ns = job["metadata"]["namespace"]
+        labels = self.namespace_labels(ns)
+        refused = access.refusal(ns, labels, self._access, pin=pin)
+        if refused:
+            raise access.WorkerNotAllowed(refused)
+        allowed = access.allowed_workers(ns, labels, self._access)
+        within = [v for v in views if v.name in allowed]
+        if not selector or pin:
+            return within
+        try:
+            return select_by_labels(within, selector)
+        except NoWorker:
+            refused = access.refusal(ns, labels, self._access, selected=self._selected(selector))
+            if refused:
+                raise access.WorkerNotAllowed(refused) from None
+            raise
+
+    def _selected(self, selector: str) -> set[str] | None:
+        """The configured workers a worker-selector matches, health aside (None: it does not parse)."""
+        try:
+            requirements = parse_selector(selector)
+        except SelectorError:
+            return None
+        return {w.name for w in self.cfg.workers if matches(requirements, w.labels)}
+
+    def pod_shape(self, kind: MirroredKind, job: Obj) -> tuple[PodShape | None, int]:
+        """The object's pod as the room fit reads it and how many run at once (the kind's demand); no
+        shape (room unknown) for a quantity the API server would not have accepted, nor for pods of
+        several shapes (a JobSet's replicatedJobs may differ; the fit judges one shape)."""
+        demand = kind.pod_demand(job)
+        try:
+            shapes = [shape_of_template(d.template) for d in demand]
+        except ValueError as exc:
+            log.warning("%s/%s: room not judged: %s", job["metadata"]["namespace"], job["metadata"]["name"], exc)
+            return None, 0
+        if not shapes or any(s != shapes[0] for s in shapes[1:]):
+            return None, 0
+        return shapes[0], max(1, sum(d.pods for d in demand))
+
+    def _fits(self, shape: PodShape, want: int, views: Sequence[WorkerView]) -> dict[str, WorkerFit]:
+        """How one pod of ``shape`` fits each healthy worker whose room is known (synced, with nodes)."""
+        out = {}
+        for v in views:
+            room = self.rooms.get(v.name)
+            if v.healthy and room is not None and room.synced and room.nodes.cache:
+                out[v.name] = room.fit(shape, want)
+        return out
+
+    # -- the order ------------------------------------------------------------------------------
+
+    def _rank(self, w: Waiting, since: float, now: float) -> tuple[int, int, float, tuple[str, str]]:
+        return self.order.rank(w.priority, w.order, self.share(w.tenant), now - since)
+
+    def share(self, tenant: str) -> float:
+        """The tenant's weighted dominant share of the fleet (what it runs over the rooms' allocatable)."""
+        return weighted_share(self.running.usage(tenant), self.capacity(), self._weights.get(tenant, 1.0))
+
+    def capacity(self) -> dict[str, int]:
+        """Allocatable over the healthy workers' schedulable nodes (kept for CAPACITY_TTL seconds)."""
+        at, cap = self._capacity
+        now = self.clock()
+        if now - at < CAPACITY_TTL:
+            return cap
+        total: dict[str, int] = {}
+        for name, room in self.rooms.items():
+            w = self.workers.get(name)
+            if w is not None and w.healthy and room.synced:
+                for r, v in room.totals()["allocatable"].items():
+                    total[r] = total.get(r, 0) + v
+        self._capacity = (now, total)
+        return total
+
+    def _backfills(self, worker: str, head: str, length: float | None, now: float) -> bool:
+        """Whether a Job of ``length`` may take room on ``worker`` ahead of ``head``: it ends before
+        the head could start there (mirror.scheduling.backfill), so the head's start is not delayed."""
+        if length is None or head not in self.waiting:
+            return False
+        return may_backfill(now, length, self.cfg.scheduling.backfill_margin,
+                            self.starts_at(worker, self.waiting[head].demand, now))
+
+    def starts_at(self, worker: str, demand: Mapping[str, int], now: float) -> float:
+        """When a Job of ``demand`` could start on ``worker`` at the earliest: free room now, plus what
+        running Jobs of known length give back when they end; all else (other pods, Jobs of unknown
+        length, placed before this process) counted as ending now — the safe side for backfill."""
+        room = self.rooms.get(worker)
+        if room is None or not demand:
+            return now
+        totals = room.totals()
+        free = {r: totals["allocatable"].get(r, 0) - totals["requested"].get(r, 0) for r in demand}
+        known: dict[str, int] = {}
+        releases: list[Release] = []
+        for r in self.running.on(worker):
+            if r.ends_at is not None:
+                releases.append(Release(r.ends_at, r.demand))
+                for res, v in r.demand.items():
+                    known[res] = known.get(res, 0) + v
+        unknown = {res: max(0, totals["requested"].get(res, 0) - known.get(res, 0)) for res in demand}
+        return estimated_start(now, free, [*releases, Release(None, unknown)], demand)
+
+    # -- placing and waiting ------------------------------------------------------------------
+
+    def placing(self, kind: MirroredKind, job: Obj, choice: Choice, remote_name: str) -> None:
+        """Count the Job against the chosen worker at once (before the placement write): concurrent
+        passes placing a burst must see each other's choices, or they all pick the same least-loaded
+        worker — and, with room views, the room its pods will take until they are bound — and its
+        tenant's running work, for fair share and quota."""
+        uid = job["metadata"]["uid"]
+        self._pending[choice.worker].add(uid)
+        room = self.rooms.get(choice.worker)
+        if room is not None and choice.pod is not None:
+            room.reserve(uid, job["metadata"]["namespace"], remote_name, choice.pod, choice.pods)
+        self.running.add(uid, Running(self.tenant(job), self.demand(kind, job), choice.worker, self.clock(),
+                                      self.length(job)))
+        self._why.pop(uid, None)
+
+    def dispatched(self, worker: str, uid: str) -> None:
+        """A copy was created there: it counts as load until the worker's cache shows it."""
+        self._pending[worker].add(uid)
+
+    def not_dispatched(self, worker: str, uid: str) -> None:
+        """Nothing of the Job's runs on ``worker`` (refused, collided, deleted): not load there."""
+        self._pending[worker].discard(uid)
+
+    def unplaced(self, uid: str, worker: str) -> None:
+        """The placement write failed: the Job takes nothing on ``worker``."""
+        self._pending[worker].discard(uid)
+        room = self.rooms.get(worker)
+        if room is not None:
+            room.release(uid)
+        self._ended(uid)
+
+    def is_first(self, uid: str) -> bool:
+        return self.waiting.is_first(uid, self.clock())
+
+    def recheck(self, uid: str, held_until: float | None) -> float:
+        return recheck_after(self.is_first(uid), held_until, self.clock(), self.cfg.resync_period)
+
+    def hold_ended(self, uid: str) -> list[str]:
+        """The workers the Job, first in line for them, no longer holds because its headOfLineHold
+        ran out (empty while it still holds, or when it held nothing)."""
+        hold, since, now = self.cfg.head_of_line_hold, self.waiting.since(uid), self.clock()
+        if since is None or hold <= 0 or holds(since, since, now, hold):
+            return []
+        return sorted(w for w in self.waiting[uid].could if self.waiting.first(w, now) == uid)
+
+    def _stop_waiting(self, uid: str) -> None:
+        self._drop_quota_wait(uid)
+        gone = self.waiting.pop(uid)
+        self._why.pop(uid, None)
+        if gone is not None:
+            metrics.JOBS_WAITING_FOR_ROOM.set(len(self.waiting))
+            self.wake_heads(gone.could)  # it held these workers against the Jobs behind it
+
+    def _drop_quota_wait(self, uid: str) -> None:
+        for tenant, waiting in list(self._over_quota.items()):
+            if waiting.pop(uid, None) is not None and not waiting:
+                del self._over_quota[tenant]
+
+    def _ended(self, uid: str) -> None:
+        """The Job holds nothing any more: its tenant's quota and share free up."""
+        gone = self.running.drop(uid)
+        if gone is None:
+            return
+        waiting = self._over_quota.get(gone.tenant)
+        if waiting and self.wake is not None:
+            self.wake([key for _, key in heapq.nsmallest(QUOTA_WAKES, waiting.values())])
+        if gone.worker:
+            self.wake_heads([gone.worker])  # its room frees up (and the order of the line may change)
+
+    def wake_heads(self, workers: Iterable[str]) -> None:
+        """Look again at once at the Job first in line for each of ``workers`` (room may be there),
+        and at the best-ranked one still holding it when the first's hold lapsed (line.heads)."""
+        if self.wake is None:
+            return
+        keys = [QueueKey(self._kind_of.get(u, ""), self.waiting[u].key)
+                for u in heads(self.waiting, workers, self.clock(), self.cfg.head_of_line_hold)]
+        if keys:
+            self.wake(keys)
+
+    # -- what it shows ---------------------------------------------------------------------------
+
+    def queue(self) -> list[QueueEntry]:
+        """Every Job waiting in the manager, in the order it would be placed (room waiters by rank,
+        then quota waiters by tenant order)."""
+        now = self.clock()
+        ranked = sorted(self.waiting, key=lambda u: self.waiting.rank(u, now))
+        first_of = {self.waiting.first(w, now): w for w in self.workers}
+        out = []
+        for uid in ranked:
+            w = self.waiting[uid]
+            starts = None
+            if uid in first_of:
+                at = self.starts_at(first_of[uid], w.demand, now)
+                starts = None if at == float("inf") else max(0.0, at - now)
+            out.append(QueueEntry(self._kind_of.get(uid, ""), w.key, w.tenant, w.priority, self.share(w.tenant),
+                                  now - (self.waiting.since(uid) or now), self._why.get(uid, ""), starts))
+        for tenant, waiting in sorted(self._over_quota.items()):
+            for uid, (_, qk) in sorted(waiting.items(), key=lambda kv: kv[1][0]):
+                out.append(QueueEntry(qk.kind, qk.key, tenant, 0, self.share(tenant), 0.0, self._why.get(uid, "")))
+        return out
+
+    def export(self) -> None:
+        """Per-tenant gauges: running Jobs, waiting Jobs, dominant share, quota used."""
+        waiting: dict[str, int] = {}
+        for uid in self.waiting:
+            t = self.waiting[uid].tenant
+            waiting[t] = waiting.get(t, 0) + 1
+        for t, q in self._over_quota.items():
+            waiting[t] = waiting.get(t, 0) + len(q)
+        for t in {*self.running.tenants(), *waiting, *self._quotas}:
+            metrics.TENANT_RUNNING.labels(t).set(self.running.jobs(t))
+            metrics.TENANT_WAITING.labels(t).set(waiting.get(t, 0))
+            metrics.TENANT_SHARE.labels(t).set(self.share(t))
+            quota = self._quotas.get(t)
+            if quota is not None:
+                used = self.running.usage(t)
+                for r, limit in quota.resources.items():
+                    metrics.TENANT_QUOTA_USED.labels(t, r).set(used.get(r, 0) / limit if limit else 0.0)
+                if quota.jobs:
+                    metrics.TENANT_QUOTA_USED.labels(t, "jobs").set(self.running.jobs(t) / quota.jobs)

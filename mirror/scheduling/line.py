@@ -1,0 +1,186 @@
+"""The Jobs waiting in the manager for room, in line per worker they could run on.
+
+Who is first for a worker is the best-ranked waiting Job that could run there; the rank is the
+scheduling order's (:mod:`mirror.scheduling.order`), given as a function, since a tenant's share
+changes as its Jobs start and end. Each (worker, tenant) keeps a heap of its Jobs in the tenant's
+own order (priority, then creation), so finding the first for a worker ranks one head per tenant:
+O(tenants + log n), not a scan of every waiting Job (with thousands waiting, a scan on every
+placement and room change starved the event loop in the 10,000-Job run).
+
+A Job first in line holds the workers it waits for against Jobs behind it, for a bounded time
+(:func:`hold_lapses_at`), so that no Job of any tenant keeps another from room for longer.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mirror.scheduling.order import within_tenant
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A Job kept in the manager for room: its place in line and the workers it could run on."""
+
+    #: (creationTimestamp, uid): older first, the uid breaks ties
+    order: tuple[str, str]
+    could: frozenset[str]
+    #: its namespace/name, to look at it again when room appears
+    key: str = ""
+    tenant: str = ""
+    priority: int = 0
+    #: what it holds once running, all its pods together (backfill estimates when it could start)
+    demand: Mapping[str, int] = field(default_factory=dict, compare=False)
+
+    @property
+    def within(self) -> tuple[int, tuple[str, str]]:
+        return within_tenant(self.priority, self.order)
+
+
+#: a waiting Job's rank given when it began waiting and the time now (smaller goes first)
+Ranker = Callable[[Waiting, float, float], Any]
+
+
+def by_arrival(w: Waiting, since: float, now: float) -> Any:
+    return w.order
+
+
+def hold_lapses_at(ahead_since: float, behind_since: float, hold: float) -> float:
+    """When a Job ahead in a worker's line stops holding that worker against one behind it:
+    ``hold`` seconds after the first of the two began waiting.
+
+    Bounded on both sides, so no Job — of any namespace — keeps another from room it could use
+    for longer than ``hold``: not one that never finds room (its own wait runs out), not a
+    stream of such Jobs arriving one after another (the held Job's wait runs out), not one
+    that is placed, moved and waits again with its old place in line. Which Job is ahead is
+    the scheduling order's; this rule holds for any order.
+    """
+    return min(ahead_since, behind_since) + hold
+
+
+def holds(ahead_since: float, behind_since: float, now: float, hold: float) -> bool:
+    """Whether a Job ahead in line still holds a worker against one behind it at ``now``."""
+    return now < hold_lapses_at(ahead_since, behind_since, hold)
+
+
+_Entry = tuple[tuple[int, tuple[str, str]], float, str]
+
+
+class WaitingLine(Mapping[str, Waiting]):
+    """The Jobs waiting in the manager for room, by uid, and in line per worker they could run on."""
+
+    def __init__(self, jobs: Mapping[str, Waiting] | None = None, now: float = 0.0, rank: Ranker = by_arrival) -> None:
+        self._jobs: dict[str, Waiting] = {}
+        #: per uid, the clock time it began waiting (kept while it waits, however often re-added)
+        self._since: dict[str, float] = {}
+        self.rank_of: Ranker = rank
+        #: per worker, per tenant, its waiting Jobs in the tenant's order
+        self._lines: dict[str, dict[str, list[_Entry]]] = {}
+        #: the same, only the Jobs whose hold may not have lapsed (:meth:`holder`): one whose hold
+        #: lapsed never holds again in this wait, so it leaves the top for good
+        self._holders: dict[str, dict[str, list[_Entry]]] = {}
+        for uid, w in (jobs or {}).items():
+            self.add(uid, w, now)
+
+    def __getitem__(self, uid: str) -> Waiting:
+        return self._jobs[uid]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._jobs)
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def add(self, uid: str, waiting: Waiting, now: float = 0.0) -> None:
+        """``uid`` waits (again) this way; ``now`` is when it began, if it was not waiting yet."""
+        if self._jobs.get(uid) == waiting:
+            return  # looked at again, still waiting the same way: already in line
+        self._jobs[uid] = waiting
+        since = self._since.setdefault(uid, now)
+        for worker in waiting.could:
+            for lines in (self._lines, self._holders):
+                heap = lines.setdefault(worker, {}).setdefault(waiting.tenant, [])
+                heapq.heappush(heap, (waiting.within, since, uid))
+                if len(heap) > 2 * len(self._jobs) + 16:  # mostly stale entries: keep the heap small
+                    heap[:] = [(w.within, self._since[u], u) for u, w in self._jobs.items()
+                               if worker in w.could and w.tenant == waiting.tenant]
+                    heapq.heapify(heap)
+
+    def pop(self, uid: str) -> Waiting | None:
+        self._since.pop(uid, None)
+        return self._jobs.pop(uid, None)
+
+    def since(self, uid: str) -> float | None:
+        """When the Job began waiting (the clock :meth:`add` was given), None if it is not waiting."""
+        return self._since.get(uid)
+
+    def rank(self, uid: str, now: float) -> Any:
+        return self.rank_of(self._jobs[uid], self._since[uid], now)
+
+    def _current(self, entry: _Entry, worker: str) -> bool:
+        within, since, uid = entry
+        w = self._jobs.get(uid)
+        return w is not None and w.within == within and self._since.get(uid) == since and worker in w.could
+
+    def _best(self, lines: dict[str, list[_Entry]], worker: str, now: float,
+              keep: Callable[[_Entry], bool]) -> str | None:
+        """The best-ranked head over the tenants' heaps (stale heads, and those ``keep`` refuses, dropped)."""
+        best: tuple[Any, str] | None = None
+        for tenant in list(lines):
+            heap = lines[tenant]
+            while heap and not (self._current(heap[0], worker) and keep(heap[0])):
+                heapq.heappop(heap)
+            if not heap:
+                del lines[tenant]
+                continue
+            uid = heap[0][2]
+            r = self.rank(uid, now)
+            if best is None or r < best[0]:
+                best = (r, uid)
+        return None if best is None else best[1]
+
+    def first(self, worker: str, now: float = 0.0) -> str | None:
+        """The uid of the best-ranked Job waiting for ``worker``."""
+        return self._best(self._lines.get(worker) or {}, worker, now, lambda _: True)
+
+    def holder(self, worker: str, now: float, hold: float) -> str | None:
+        """The uid of the best-ranked Job waiting for ``worker`` whose own hold has not lapsed at ``now``."""
+        return self._best(self._holders.get(worker) or {}, worker, now,
+                          lambda e: holds(e[1], e[1], now, hold))  # time only moves on: a lapsed one goes for good
+
+    def is_first(self, uid: str, now: float = 0.0) -> bool:
+        """Whether the Job is first in line for a worker it could run on (the others wait to be woken)."""
+        w = self._jobs.get(uid)
+        return w is not None and any(self.first(worker, now) == uid for worker in w.could)
+
+    def held_before(self, rank: Any, now: float = 0.0, hold: float = math.inf,
+                    since: float | None = None) -> dict[str, tuple[str, float]]:
+        """The workers a Job ranked before ``rank`` holds at ``now`` against a Job that began waiting
+        at ``since`` (None: at ``now``), each with that Job's uid and the clock time its hold lapses.
+        The default ``hold`` never lapses."""
+        behind = now if since is None else since
+        if not holds(behind, behind, now, hold):
+            return {}  # it has been held long enough: nothing holds it any more
+        out = {}
+        for w in list(self._holders):
+            u = self.holder(w, now, hold)
+            if u is not None and self.rank(u, now) < rank:
+                out[w] = (u, hold_lapses_at(self._since[u], behind, hold))
+        return out
+
+
+def heads(waiting: WaitingLine, workers: Iterable[str], now: float = 0.0, hold: float = math.inf) -> list[str]:
+    """Per worker of ``workers``, the uid of the Job first in line for it: the one that may take
+    room appearing there first, so the one to look at again at once — and, when its hold has
+    lapsed at ``now``, also the best-ranked Job whose hold has not: the first no longer keeps it
+    from that room (a blocker that never fits must not also take its wake)."""
+    out: list[str] = []
+    for w in sorted(set(workers)):
+        for uid in (waiting.first(w, now), waiting.holder(w, now, hold)):
+            if uid is not None and uid not in out:
+                out.append(uid)
+    return out
