@@ -13,7 +13,8 @@ MIRROR = Path(__file__).resolve().parents[2] / "mirror"
 #: The reasons (and types) the controller wrote before the table existed: users, alerts and tests
 #: filter on them, so none may change or vanish unless retired on purpose (RETIRED).
 KNOWN = {
-    "Redispatched": NORMAL, "PlacementMoved": NORMAL, "WaitingForRoom": NORMAL, "WaitingForQuota": NORMAL, "ExceedsQuota": WARNING, "UnknownPriorityClass": WARNING,
+    "Redispatched": NORMAL, "PlacementMoved": NORMAL, "WaitingForRoom": NORMAL, "WaitingForQuota": NORMAL,
+    "ExceedsQuota": WARNING, "UnknownPriorityClass": WARNING,
     "NoWorker": WARNING, "NoWorkerFits": WARNING, "WorkerNotConfigured": WARNING, "WorkerLost": WARNING,
     "NamespaceNotAllowed": WARNING, "NamespaceMissing": WARNING, "WorkerRefused": WARNING,
     "WorkerDroppedFields": WARNING, "CopyRecreated": NORMAL, "Replaced": NORMAL, "NameCollision": WARNING,
