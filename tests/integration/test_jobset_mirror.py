@@ -252,6 +252,7 @@ async def test_kubectl_jobmirror_shows_a_jobset_and_reads_a_replicated_jobs_pod(
         assert (row["jobset"], row["worker"], row["state"]) == (f"{ns}/probe", "worker-2", "Running"), row
         rc, out, err = await plugin("status", "-n", ns, "--kubeconfig", str(mkc))
         assert rc == 0 and "1 claimed JobSets, 1 unfinished" in out, (out, err)
+        print(out)
 
         svc = f"--inspect-service={ns}/https:jobmirror-inspect:inspect"
         rc, out, err = await plugin("describe", "jobset/probe", "--kubeconfig", str(dana), svc)
