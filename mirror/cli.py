@@ -121,7 +121,7 @@ async def _warn_legacy_copies(client: ClusterClient, name: str) -> None:
 
 
 def _plugin_parser(sub: Any) -> None:
-    """The verbs ``kubectl jobmirror`` has: status, describe, logs (kubectl's flags)."""
+    """The verbs ``kubectl jobmirror`` has: status, describe, logs, queue (kubectl's flags)."""
     st = sub.add_parser("status", help="mirrored Jobs (and JobSets, a table of their own) with their worker and "
                                        "state (and, with --config, each worker's health)")
     plugin.add_kube_flags(st)
@@ -149,6 +149,13 @@ def _plugin_parser(sub: Any) -> None:
     lo.add_argument("--previous", action="store_true", help="the previous container instance's logs")
     lo.add_argument("--tail", type=int, help="only the last N lines")
     lo.set_defaults(all_namespaces=False)
+    qu = sub.add_parser("queue", help="Jobs waiting in the manager, in the order they will be placed, with "
+                                      "their tenant, priority, share and why they wait")
+    plugin.add_kube_flags(qu)
+    qu.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace's waiting Jobs (needs list "
+                                                                        "jobs in every namespace)")
+    qu.add_argument("--tenant", help="only this tenant's Jobs")
+    qu.add_argument("-o", "--output", choices=["json", "yaml"], help="output format (default: a table)")
 
 
 async def _plugin(args: argparse.Namespace) -> int:
@@ -160,6 +167,8 @@ async def _plugin(args: argparse.Namespace) -> int:
             return await plugin.status(target, args, print)
         if args.verb == "describe":
             return await plugin.describe(target, args, print)
+        if args.verb == "queue":
+            return await plugin.queue(target, args, print)
 
         def write(chunk: bytes) -> None:
             sys.stdout.buffer.write(chunk)
@@ -203,7 +212,7 @@ def main(argv: list[str] | None = None, prog: str = "jobmirror") -> int:
     args = build_parser(prog).parse_args(argv)
     setup_logging_from(args)
     try:
-        if args.verb in ("status", "describe", "logs"):
+        if args.verb in ("status", "describe", "logs", "queue"):
             return asyncio.run(_plugin(args))
         if args.verb == "config-schema":
             print(config_schema_json())

@@ -34,7 +34,7 @@ import contextlib
 import logging
 import ssl
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,7 @@ from mirror import metrics
 from mirror.inspect import kinds, reads
 from mirror.jobs.kind import JOB_KIND
 from mirror.kinds import MirroredKind
+from mirror.placer import QueueEntry
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +94,30 @@ def withheld(attrs: Obj) -> str:
             f"{describe_access(attrs)} on the manager")
 
 
+def list_access(namespace: str | None, resource: Resource = JOBS) -> Obj:
+    """``list`` of a kind in a namespace (None: in every namespace): who may see that namespace's waiting line."""
+    return {"verb": "list", "group": resource.group, "version": resource.version, "resource": resource.plural,
+            **({"namespace": namespace} if namespace else {})}
+
+
+def queue_rows(entries: Sequence[QueueEntry], namespace: str | None, tenant: str | None) -> list[Obj]:
+    """The waiting line as the queue view shows it: the Jobs of ``namespace`` (None: all) and ``tenant``
+    (None: all), each with its position in the whole line (others' Jobs counted, never shown)."""
+    rows = []
+    for position, e in enumerate(entries, 1):
+        ns, _, name = e.key.partition("/")
+        if (namespace is None or ns == namespace) and (tenant is None or e.tenant == tenant):
+            rows.append({"position": position, "kind": e.kind, "namespace": ns, "name": name, "tenant": e.tenant,
+                         "priority": e.priority, "share": round(e.share, 4), "waitedSeconds": round(e.waited, 1),
+                         "startsInSeconds": None if e.starts_in is None else round(e.starts_in, 1), "why": e.why})
+    return rows
+
+
 def describe_access(attrs: Obj) -> str:
     what = f"{attrs['resource']}/{attrs['subresource']}" if attrs.get("subresource") else attrs["resource"]
     group = f".{attrs['group']}" if attrs.get("group") else ""
-    where = f"{attrs['namespace']}/{attrs['name']}" if attrs.get("name") else f"in namespace {attrs['namespace']}"
+    where = (f"{attrs['namespace']}/{attrs['name']}" if attrs.get("name") else
+             f"in namespace {attrs['namespace']}" if attrs.get("namespace") else "in every namespace")
     return f"{attrs['verb']} {what}{group} {where}"
 
 
@@ -183,6 +204,9 @@ def _error(status: int, message: str) -> web.Response:
 # -- server ---------------------------------------------------------------------------------------
 
 
+_VERBS = ("describe", "logs", "queue")
+
+
 @web.middleware
 async def _count(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                  ) -> web.StreamResponse:
@@ -191,9 +215,9 @@ async def _count(request: web.Request, handler: Callable[[web.Request], Awaitabl
     try:
         resp = await handler(request)
     except web.HTTPException as exc:
-        metrics.INSPECT_REQUESTS.labels(verb if verb in ("describe", "logs") else "other", str(exc.status)).inc()
+        metrics.INSPECT_REQUESTS.labels(verb if verb in _VERBS else "other", str(exc.status)).inc()
         raise
-    metrics.INSPECT_REQUESTS.labels(verb if verb in ("describe", "logs") else "other", str(resp.status)).inc()
+    metrics.INSPECT_REQUESTS.labels(verb if verb in _VERBS else "other", str(resp.status)).inc()
     return resp
 
 
@@ -212,7 +236,8 @@ class InspectApi:
 
     def __init__(self, address: str, manager: ClusterClient, workers: dict[str, ClusterClient],
                  controller_name: str, ssl_context: ssl.SSLContext | None = None, *,
-                 max_streams: int = 32, max_streams_per_user: int = 4, write_timeout: float = 30.0) -> None:
+                 max_streams: int = 32, max_streams_per_user: int = 4, write_timeout: float = 30.0,
+                 queue: Callable[[], list[QueueEntry]] | None = None) -> None:
         host, _, port = address.rpartition(":")
         self.host = host or "0.0.0.0"
         self.port = int(port)
@@ -222,6 +247,7 @@ class InspectApi:
         self.ssl_context = ssl_context
         self.streams = StreamGate.of(max_streams, max_streams_per_user)
         self.write_timeout = write_timeout
+        self.queue_of = queue
         self._runner: web.AppRunner | None = None
 
     async def _authorized_job(self, req: web.Request, *, logs: bool = False) -> Caller | web.Response:
@@ -232,27 +258,9 @@ class InspectApi:
             ns, name = target_of(req.match_info)
         except InvalidName as exc:
             return _error(400, str(exc))
-        token = token_from(req.headers)
-        if not token:
-            return _error(401, f"no bearer token (send it in {TOKEN_HEADER} or Authorization)")
-        try:
-            review = await self.manager.create(TOKENREVIEWS, None, {
-                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})
-            st = review.get("status") or {}
-            if not st.get("authenticated"):
-                why = st.get("error") or "unauthenticated"
-                return _error(401, f"token not accepted by the manager API server: {why}")
-            user = st.get("user") or {}
-            needs = [job_access(ns, name, kind.resource)] + ([pod_log_access(ns)] if logs else [])
-            for attrs in needs:
-                sar = await self.manager.create(SUBJECTACCESSREVIEWS, None, access_review(user, attrs))
-                if not (sar.get("status") or {}).get("allowed"):
-                    log.info("inspect API: %s may not %s: refused", user.get("username"), describe_access(attrs))
-                    return _error(403, f"user {user.get('username')!r} may not {describe_access(attrs)} "
-                                       "on the manager")
-        except ApiError as exc:
-            log.warning("inspect API: reviewing a caller failed: %s", exc)
-            return _error(503, f"could not review the caller: {exc}")
+        user = await self._reviewed(req, [job_access(ns, name, kind.resource)] + ([pod_log_access(ns)] if logs else []))
+        if isinstance(user, web.Response):
+            return user
         try:
             job = await self.manager.get(kind.resource, ns, name)
         except ApiError as exc:
@@ -265,6 +273,48 @@ class InspectApi:
             return _error(404, f"{what} {ns}/{name} is not mirrored by {self.controller_name}")
         log.info("inspect API: %s %s %s %s/%s", user.get("username"), req.path.rsplit("/", 1)[-1], what, ns, name)
         return Caller(str(user.get("username") or ""), job, user, kind)
+
+    async def _reviewed(self, req: web.Request, needs: list[Obj]) -> Obj | web.Response:
+        """The caller's user if their token is valid and they may do each of ``needs``, else the refusal."""
+        token = token_from(req.headers)
+        if not token:
+            return _error(401, f"no bearer token (send it in {TOKEN_HEADER} or Authorization)")
+        try:
+            review = await self.manager.create(TOKENREVIEWS, None, {
+                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})
+            st = review.get("status") or {}
+            if not st.get("authenticated"):
+                why = st.get("error") or "unauthenticated"
+                return _error(401, f"token not accepted by the manager API server: {why}")
+            user: Obj = st.get("user") or {}
+            for attrs in needs:
+                if not await self._may(user, attrs):
+                    log.info("inspect API: %s may not %s: refused", user.get("username"), describe_access(attrs))
+                    return _error(403, f"user {user.get('username')!r} may not {describe_access(attrs)} "
+                                       "on the manager")
+        except ApiError as exc:
+            log.warning("inspect API: reviewing a caller failed: %s", exc)
+            return _error(503, f"could not review the caller: {exc}")
+        return user
+
+    async def queue(self, req: web.Request) -> web.Response:
+        """The waiting line: a namespace's Jobs to whoever may list Jobs there, every Job to whoever may
+        list them in every namespace; positions count the whole line."""
+        ns = req.match_info.get("namespace")
+        if ns is not None:
+            try:
+                check_namespace(ns)
+            except InvalidName as exc:
+                return _error(400, str(exc))
+        user = await self._reviewed(req, [list_access(ns)])
+        if isinstance(user, web.Response):
+            return user
+        if self.queue_of is None:
+            return _error(404, "this controller keeps no waiting line (placement is not RoomAware and no "
+                               "tenant has a quota)")
+        entries = self.queue_of()
+        rows = queue_rows(entries, ns, req.query.get("tenant") or None)
+        return web.json_response({"waiting": len(entries), "items": rows})
 
     async def _may(self, user: Obj, attrs: Obj) -> bool:
         """One SubjectAccessReview on the manager (ApiError when it cannot be asked)."""
@@ -372,6 +422,8 @@ class InspectApi:
         base = f"/v1/namespaces/{{namespace}}/{{plural:{plurals}}}/{{name}}"
         app.router.add_get(f"{base}/describe", self.describe)
         app.router.add_get(f"{base}/logs", self.logs)
+        app.router.add_get("/v1/queue", self.queue)
+        app.router.add_get("/v1/namespaces/{namespace}/queue", self.queue)
         # A reader that leaves cancels its handler, which releases the worker's stream at once (a
         # follow stream with no new lines would otherwise never notice).
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)

@@ -468,13 +468,13 @@ async def find_inspect_service(manager: ClusterClient) -> str:
     return found[0]
 
 
-def _inspect_path(t: Target, ns: str, name: str, verb: str, kind: MirroredKind = JOB_KIND) -> str:
+def _proxy_path(t: Target, path: str) -> str:
+    """``path`` of the inspect API through the manager API server's service proxy."""
     assert t.inspect_service is not None
     svc_ns, _, svc = t.inspect_service.partition("/")
     if not svc:
         raise UsageError(f"--inspect-service {t.inspect_service!r}: expected namespace/service:port")
-    return (f"/api/v1/namespaces/{segment(svc_ns)}/services/{urllib.parse.quote(svc, safe=':')}/proxy"
-            f"/v1/namespaces/{segment(ns)}/{kind.resource.plural}/{segment(name)}/{verb}")
+    return f"/api/v1/namespaces/{segment(svc_ns)}/services/{urllib.parse.quote(svc, safe=':')}/proxy{path}"
 
 
 def direct_url_ssl(url: str, ca: Path | None) -> ssl.SSLContext | bool:
@@ -501,7 +501,14 @@ def direct_url_ssl(url: str, ca: Path | None) -> ssl.SSLContext | bool:
 
 async def _inspect_call(t: Target, ns: str, name: str, verb: str, query: dict[str, Any],
                         *, stream: bool = False, kind: MirroredKind = JOB_KIND) -> aiohttp.ClientResponse:
-    """A call to the controller's inspect API, through the service proxy or a direct URL."""
+    """A call about one object to the controller's inspect API."""
+    return await _inspect_get(t, f"/v1/namespaces/{segment(ns)}/{kind.resource.plural}/{segment(name)}/{verb}",
+                              query, stream=stream)
+
+
+async def _inspect_get(t: Target, path: str, query: dict[str, Any], *, stream: bool = False
+                       ) -> aiohttp.ClientResponse:
+    """A GET of ``path`` on the controller's inspect API, through the service proxy or a direct URL."""
     if not t.token:
         raise UsageError("the controller's inspect API needs a bearer token and this kubeconfig's user has none "
                          "(client certificates cannot be passed on): use --token, or --config with the "
@@ -512,7 +519,6 @@ async def _inspect_call(t: Target, ns: str, name: str, verb: str, query: dict[st
     if t.inspect_url:
         ssl_ctx = direct_url_ssl(t.inspect_url, t.inspect_ca)
         session = aiohttp.ClientSession(timeout=timeout)
-        path = f"/v1/namespaces/{segment(ns)}/{kind.resource.plural}/{segment(name)}/{verb}"
         resp = await session.get(f"{t.inspect_url.rstrip('/')}{path}",
                                  params={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in q.items()},
                                  headers={"Authorization": f"Bearer {t.token}"}, ssl=ssl_ctx)
@@ -520,7 +526,7 @@ async def _inspect_call(t: Target, ns: str, name: str, verb: str, query: dict[st
         return resp
     if t.inspect_service is None:
         t.inspect_service = await find_inspect_service(t.manager)
-    return await t.manager._send("GET", _inspect_path(t, ns, name, verb, kind), query=q, timeout=timeout,
+    return await t.manager._send("GET", _proxy_path(t, path), query=q, timeout=timeout,
                                  headers={TOKEN_HEADER: t.token, "Accept": "*/*"})
 
 
@@ -703,6 +709,40 @@ async def logs(t: Target, args: Any, write: Callable[[bytes], None]) -> int:
                   file=sys.stderr)
     finally:
         await _close(resp)
+    return 0
+
+
+def _seconds(v: object) -> str:
+    if not isinstance(v, int | float):
+        return "-"
+    return f"{v:.0f}s" if v < 120 else f"{v / 60:.0f}m" if v < 7200 else f"{v / 3600:.1f}h"
+
+
+def format_queue(rows: list[dict[str, Any]], waiting: int) -> str:
+    """The waiting line as a table, in the order Jobs would leave it (POS counts every waiting Job)."""
+    if not rows:
+        return f"no Job of yours waits ({waiting} waiting in all)"
+    head = ("POS", "KIND", "NAMESPACE", "NAME", "TENANT", "PRIORITY", "SHARE", "WAITED", "STARTS-IN", "WHY")
+    lines = [head] + [(str(r["position"]), r["kind"], r["namespace"], r["name"], r["tenant"], str(r["priority"]),
+                       f"{r['share']:.3f}", _seconds(r["waitedSeconds"]), _seconds(r["startsInSeconds"]),
+                       r["why"]) for r in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head) - 1)]
+    table = ["  ".join(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)) + "  " + line[-1] for line in lines]
+    return "\n".join(table) + f"\n{len(rows)} shown, {waiting} waiting in all"
+
+
+async def queue(t: Target, args: Any, out: Callable[[str], None]) -> int:
+    """The controller's waiting line (in memory: read through the inspect API, as the caller)."""
+    path = "/v1/queue" if t.namespace is None else f"/v1/namespaces/{segment(t.namespace)}/queue"
+    resp = await _inspect_get(t, path, {"tenant": args.tenant})
+    try:
+        if resp.status != 200:
+            raise UsageError(await _inspect_error(resp))
+        data = json.loads(await resp.read())
+    finally:
+        await _close(resp)
+    rows, waiting = data.get("items") or [], int(data.get("waiting") or 0)
+    out(render(rows, args.output) if args.output else format_queue(rows, waiting))
     return 0
 
 
