@@ -24,6 +24,7 @@ from jobapi.times import utcnow
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, NAMESPACES
 from mirror.jobs.status_translation import desired_manager_status
+from testkit.jobs import make_job
 from tests.conftest import apiserver_at
 from tests.unit.test_bench_floor import FINAL_IDS, FINAL_WORKER_STATUSES
 
@@ -41,9 +42,8 @@ async def _write_once(kubeconfig: str, worker_status: dict[str, Any]) -> dict[st
             if not exc.already_exists:
                 raise
         name = f"f-{uuid.uuid4().hex[:10]}"
-        job = await client.create(JOBS, NS, {"metadata": {"name": name}, "spec": {
-            "managedBy": MANAGED_BY, "template": {"spec": {"restartPolicy": "Never", "containers": [
-                {"name": "c", "image": "busybox"}]}}}})
+        job = await client.create(JOBS, NS, make_job(name, managed_by=MANAGED_BY, kwok=False, container_name="c",
+                                                     completions=None, parallelism=None, backoff_limit=None))
         copy = {"metadata": {"name": name, "namespace": NS}, "status": worker_status}
         desired = desired_manager_status(job, copy, utcnow())
         written = await client.patch(JOBS, NS, name, {"status": desired}, subresource="status")  # as the floor does

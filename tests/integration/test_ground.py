@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import pytest
 
@@ -11,6 +12,7 @@ from clusterbed import versions
 from clusterbed.cluster import ClusterSpec
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, PODS, Obj
+from testkit.jobs import make_job
 from tests.conftest import MANAGER, WORKER_1, ensure_namespace, wait_for
 
 pytestmark = pytest.mark.integration
@@ -18,16 +20,8 @@ pytestmark = pytest.mark.integration
 ClientFor = Callable[[ClusterSpec], Awaitable[ClusterClient]]
 
 
-def job(name: str, *, managed_by: str | None = None, completions: int = 1, parallelism: int = 1) -> Obj:
-    spec: Obj = {
-        "completions": completions,
-        "parallelism": parallelism,
-        "backoffLimit": 2,
-        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}},
-    }
-    if managed_by:
-        spec["managedBy"] = managed_by
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+#: a plain Job of the builtin controller's (no kwok stage inputs): each test says what differs
+job = partial(make_job, managed_by=None, backoff_limit=2, kwok=False, container_name="c")
 
 
 async def test_binaries_are_stamped_and_job_managed_by_is_on(client_for: ClientFor) -> None:

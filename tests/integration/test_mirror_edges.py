@@ -249,9 +249,8 @@ async def test_job_with_a_1_mib_pod_template_is_mirrored(client_for: ClientFor, 
     and annotations included): the copy carries the template byte for byte and the Job completes."""
     async with mirror_env(client_for, cluster, ns) as env:
         await env.start()
-        job = make_job("big", duration_ms=300)
         chunk = "x" * (64 * 1024)
-        job["spec"]["template"]["spec"]["containers"][0]["args"] = [f"{i:02d}{chunk}" for i in range(16)]
+        job = make_job("big", duration_ms=300, container={"args": [f"{i:02d}{chunk}" for i in range(16)]})
         created = await env.create(job)
         size = len(json.dumps(created))
         assert size > 1024 * 1024, size

@@ -99,9 +99,7 @@ async def test_unschedulable_copy_is_told_then_flagged_after_the_timeout(client_
     (placement LeastLoaded, which does not see room: RoomAware would keep this Job in the manager)"""
     async with mirror_env(client_for, cluster, ns, unschedulable_timeout=3.0, placement="LeastLoaded") as env:
         await env.start()
-        job = make_job("too-big", outcome="hang")
-        job["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1000"}}
-        await env.create(job)
+        await env.create(make_job("too-big", outcome="hang", requests={"cpu": "1000"}))
         sched = await manager_event(env, "too-big", "FailedScheduling", contains="Insufficient cpu")
         placed = await env.get("too-big")
         assert placed is not None
