@@ -102,7 +102,7 @@ t=$SECONDS
 # the sum. The background lane's output is printed when it ends.
 kind_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-kind-tier.XXXXXX")
 chaos_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-chaos-tier.XXXXXX")
-echo "[test] pytest: background lane started: kind tier (engine, images, clusters, deploy/, e2e on kind; log $kind_log), then chaos tier (log $chaos_log)"
+echo "[test] pytest: background lane started: kind tier (engine, images, clusters, deploy/, e2e on kind; log $kind_log), then chaos tier, then the benchmark smoke runs (log $chaos_log)"
 (
   lt=$SECONDS
   krc=0
@@ -113,11 +113,16 @@ echo "[test] pytest: background lane started: kind tier (engine, images, cluster
   crc=0
   .venv/bin/pytest -m chaos tests --durations=5 >"$chaos_log" 2>&1 || crc=$?
   echo "[test] lane: chaos tier ended (rc=$crc) after $((SECONDS - lt))s" >>"$chaos_log"
-  [ "$krc" -eq 0 ] && [ "$crc" -eq 0 ]
+  [ -e "$lane_stop" ] && exit 1
+  lt=$SECONDS
+  src=0
+  .venv/bin/pytest -m "bench_smoke and not kind and not chaos" tests --durations=5 >>"$chaos_log" 2>&1 || src=$?
+  echo "[test] lane: benchmark smoke runs ended (rc=$src) after $((SECONDS - lt))s" >>"$chaos_log"
+  [ "$krc" -eq 0 ] && [ "$crc" -eq 0 ] && [ "$src" -eq 0 ]
 ) &
 kind_pid=$!
 echo "[test] pytest: unit, integration, conformance, security, e2e on local control planes"
-.venv/bin/pytest -m "not kind and not chaos and not below_floor" --durations=20 || rc=$?
+.venv/bin/pytest -m "not kind and not chaos and not below_floor and not bench_smoke" --durations=20 || rc=$?
 phase "pytest local tiers (rc=$rc)" "$t"
 crc_build=0
 wait "$corners_pid" || crc_build=$?
@@ -130,7 +135,7 @@ wait "$kind_pid" || brc=$?
 kind_pid=
 echo "[test] ---- kind tier output ----"
 cat "$kind_log"
-echo "[test] ---- chaos tier output ----"
+echo "[test] ---- chaos tier and benchmark smoke output ----"
 cat "$chaos_log"
 phase "pytest background lane: kind tier, then chaos tier (rc=$brc)" "$t"
 

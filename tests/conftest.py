@@ -92,6 +92,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # Tests on another release than the default run last: `make test` builds those releases'
     # API servers beside the tests that need the default one alone (scripts/test.sh), and a test
     # that gets there first waits for that build under its lock instead of building it twice.
+    for item in items:  # the benchmark commands' small runs: a lane of their own in make test
+        if item.path.name.startswith("test_bench_") and item.path.parent.name == "integration":
+            item.add_marker(pytest.mark.bench_smoke)
     items.sort(key=lambda item: item.get_closest_marker("built_beside") is not None)
 
 
