@@ -140,6 +140,15 @@ class Done:
     after: float | None
 
 
+@dataclass(frozen=True)
+class Moved:
+    """The act placed the Job on another worker: the pass goes on with it there (no second pass)."""
+
+    job: Obj
+    #: the worker it left (its copy there, if any, is not this pass's business any more)
+    left: str
+
+
 class StatusRejected(Exception):
     """The manager API server refused the translated status (counted, evented, retried)."""
 
@@ -328,7 +337,7 @@ class Reconciler:
                 return replace(g, job=await self._ensure_finalizer(job))
             case Do.LOST:
                 assert action.lost is not None
-                return Done(await self._handle_unhealthy(job, g.placement, worker, action.lost))
+                return self._went_on(g, await self._handle_unhealthy(job, g.placement, worker, action.lost))
             case Do.FIND_OR_CREATE:
                 assert worker is not None
                 try:
@@ -343,28 +352,50 @@ class Reconciler:
                 assert worker is not None and g.found is not None and g.found.refused is not None
                 refused = g.found.refused
                 if isinstance(refused, WeakerNamespace):
-                    return Done(await self._create_refused(job, worker, refused.message, reason=NAMESPACE_WEAKER))
-                return Done(await self._create_refused(job, worker, refused))
+                    return self._went_on(g, await self._create_refused(job, worker, refused.message,
+                                                                       reason=NAMESPACE_WEAKER))
+                return self._went_on(g, await self._create_refused(job, worker, refused))
             case Do.FINISH_DECIDED:
                 assert g.found is not None and g.found.vanished is not None
                 return Done(await self._finish_decided(job, g.found.vanished))
             case Do.DROPPED_FIELDS:
                 assert worker is not None and g.found is not None
-                return Done(await self._dropped_fields(job, worker, g.copies[worker.name], g.found.dropped))
+                return self._went_on(g, await self._dropped_fields(job, worker, g.copies[worker.name],
+                                                                    g.found.dropped))
             case Do.COLLISION:
                 assert worker is not None
-                return Done(await self._collision(job, worker, g.copies[worker.name]))
+                return self._went_on(g, await self._collision(job, worker, g.copies[worker.name]))
             case Do.WRITE_STATUS:
                 assert action.status is not None
                 written = await self._write_status(job, action.status, from_copy=action.worker is not None)
                 return replace(g, job=written, wrote_status=True)
             case Do.MOVE_STUCK:
                 assert worker is not None and g.stuck is not None
-                return Done(await self._move_stuck(job, worker, g.copies[worker.name], g.stuck))
+                return self._went_on(g, await self._move_stuck(job, worker, g.copies[worker.name], g.stuck))
             case Do.PATCH_COPY:
                 assert worker is not None and action.patch is not None
                 return Done(await self._patch_copy(job, worker, g.copies[worker.name], action.patch))
         raise AssertionError(f"no way to perform {action}")
+
+    @staticmethod
+    def _went_on(g: Group, outcome: float | Moved) -> Group | Done:
+        """After an act that may move the Job: the group with its new placement (the plan goes on from
+        there in this pass: creating the copy on the new worker), or Done with when to look again."""
+        if not isinstance(outcome, Moved):
+            return Done(outcome)
+        return replace(g, job=outcome.job, copies={w: c for w, c in g.copies.items() if w != outcome.left},
+                       found=None, stuck=None, handled=g.handled | {outcome.left})
+
+    async def _move(self, job: Obj, choice: Choice, left: str, reason: EventReason, message: Callable[[str], str]
+                    ) -> Moved:
+        """Place the Job on ``choice`` instead of ``left`` and say why (the one way a placed Job moves)."""
+        job, _ = await self._place_on(job, choice)
+        self._say(job, reason, message(choice.worker))
+        if reason is REPLACED:
+            metrics.REPLACEMENTS.labels(left).inc()
+        else:
+            metrics.REDISPATCHES.labels(left, choice.worker).inc()
+        return Moved(job, left)
 
     # -- read-your-writes ------------------------------------------------------------------
 
@@ -458,9 +489,13 @@ class Reconciler:
                 log.debug("%s/%s still cannot be dispatched: %s", job["metadata"]["namespace"],
                           job["metadata"]["name"], exc)
             return job, Placement(None, job["metadata"]["name"])
-        memory = self._recalled(job["metadata"]["uid"])
-        memory.no_worker_said, memory.waiting_said, memory.hold_ended_said, memory.held_until = None, False, False, None
+        self._clear_wait(job["metadata"]["uid"])
         return await self._place_on(job, chosen)
+
+    def _clear_wait(self, uid: str) -> None:
+        """The Job is placed: a later wait is told afresh (its events are once per wait)."""
+        memory = self._recalled(uid)
+        memory.no_worker_said, memory.waiting_said, memory.hold_ended_said, memory.held_until = None, False, False, None
 
     def _say_unknown_priority(self, job: Obj) -> None:
         """A Job naming a PriorityClass the manager does not serve waits at the default priority: say so."""
@@ -521,18 +556,14 @@ class Reconciler:
                 and worker.copy_of(self.kind, job) is None)
 
     async def _handle_unhealthy(self, job: Obj, placement: Placement, worker: WorkerCluster | None,
-                                lost: Lost) -> float:
+                                lost: Lost) -> float | Moved:
         """Act on the lost-worker rule's decision (:func:`mirror.decisions.lost_worker`)."""
         uid, old, timeout = job["metadata"]["uid"], placement.worker or "", self.cfg.worker_lost_timeout
         if lost.step is LostStep.MOVE_NOW:
             assert worker is not None
-            job, new = await self._place(job, exclude={old})
-            if new.worker is None:
-                return self.cfg.resync_period
-            self._say(job, REDISPATCHED, f"worker {old} became unreachable before the "
-                                f"copy was created ({worker.last_error}); placed on {new.worker} instead")
-            metrics.REDISPATCHES.labels(old, new.worker).inc()
-            return 0.0
+            last_error = worker.last_error
+            return await self._place_elsewhere(job, old, lambda to: f"worker {old} became unreachable before the "
+                                               f"copy was created ({last_error}); placed on {to} instead")
         if lost.step is LostStep.WAIT:
             if lost.say_unconfigured:
                 self._remember_about(uid).unconfigured_noted = True
@@ -553,13 +584,19 @@ class Reconciler:
         if lost.step is LostStep.FINISH_DECIDED:
             finished = await self._finish_decided(job, f"its worker {old} is lost")
             return 0.0 if finished is None else finished
-        job, new = await self._place(job, exclude={old})
-        if new.worker is None:
+        return await self._place_elsewhere(job, old, lambda to: f"moved from {old} to {to}; the copy on {old} "
+                                           "is deleted when it comes back")
+
+    async def _place_elsewhere(self, job: Obj, old: str, message: Callable[[str], str]) -> float | Moved:
+        """A Job whose worker is lost: placed on another (Redispatched), or waiting as any unplaced Job
+        waits (its NoWorker or WaitingForRoom said once, looked at again at the resync)."""
+        try:
+            choice = self._choose(job, {old})
+        except NoWorker:
+            await self._place(job, exclude={old})  # says why, once, as for a Job never placed
             return self.cfg.resync_period
-        metrics.REDISPATCHES.labels(old, new.worker).inc()
-        self._say(job, REDISPATCHED, f"moved from {old} to {new.worker}; the copy on {old} "
-                            "is deleted when it comes back")
-        return 0.0
+        self._clear_wait(job["metadata"]["uid"])
+        return await self._move(job, choice, old, REDISPATCHED, message)
 
     # -- remote copy ----------------------------------------------------------------------
 
@@ -670,7 +707,8 @@ class Reconciler:
         refusals[verb] = refusals.get(verb, 0) + 1
         return retry_delay(refusals[verb], base=self.cfg.resync_period)
 
-    async def _dropped_fields(self, job: Obj, worker: WorkerCluster, created: Obj, fields: tuple[str, ...]) -> float:
+    async def _dropped_fields(self, job: Obj, worker: WorkerCluster, created: Obj, fields: tuple[str, ...]
+                              ) -> float | Moved:
         """The worker would run the copy with other semantics: delete it at once, never let it run.
 
         Handled as a refusal of that worker for this Job (``SKEW_EXCLUSION``): placed elsewhere
@@ -686,7 +724,7 @@ class Reconciler:
 
     async def _create_refused(self, job: Obj, worker: WorkerCluster, what: str | ApiError, *,
                               exclusion: float = REFUSAL_EXCLUSION, reason: EventReason = WORKER_REFUSED,
-                              verb: str = "create", left_copy: bool = False) -> float:
+                              verb: str = "create", left_copy: bool = False) -> float | Moved:
         """The worker said no to the copy: say so at once, and move the Job or retry with backoff.
 
         The worker is excluded for this Job for ``exclusion`` seconds (quota frees up,
@@ -711,10 +749,7 @@ class Reconciler:
             except NoWorker as no:
                 why = f"no other worker accepts it now ({no})"
         if chosen is not None and refusal_action(pinned=pinned, alternative=True) is RefusalAction.REPLACE:
-            job, _ = await self._place_on(job, chosen)
-            self._say(job, reason, f"{what}; placed on {chosen.worker} instead")
-            metrics.REDISPATCHES.labels(worker.name, chosen.worker).inc()
-            return 0.0
+            return await self._move(job, chosen, worker.name, reason, lambda to: f"{what}; placed on {to} instead")
         self._say(job, reason, f"{what}; {why}: retried with backoff (at most every "
                             f"{RETRY_CAP:.0f}s)")
         log.warning("%s/%s: %s; next try in %.0fs", md["namespace"], md["name"], what, delay)
@@ -768,7 +803,7 @@ class Reconciler:
         if self.rooms:
             self._remember_about(uid).stuck[worker] = why
 
-    async def _move_stuck(self, job: Obj, worker: WorkerCluster, remote: Obj, why: str) -> float:
+    async def _move_stuck(self, job: Obj, worker: WorkerCluster, remote: Obj, why: str) -> float | Moved:
         """Delete a copy none of whose pods ever started and place the Job elsewhere, avoiding that worker.
 
         Stuck copies are recorded only with RoomAware (:meth:`copy_stuck`), so the Job goes where
@@ -799,11 +834,8 @@ class Reconciler:
             return retry_delay(memory.refusals.get("delete", 0), base=min(self.cfg.resync_period, 5.0))
         memory.stuck.pop(worker.name, None)
         memory.refused[worker.name] = self.clock() + REFUSAL_EXCLUSION  # avoided for this Job a while
-        job, _ = await self._place_on(job, choice)
-        metrics.REPLACEMENTS.labels(worker.name).inc()
-        self._say(job, REPLACED, f"moved from worker {worker.name} to {choice.worker}: "
-                            f"{why}; none of its pods had started, so nothing ran twice")
-        return 0.0
+        return await self._move(job, choice, worker.name, REPLACED, lambda to: f"moved from worker {worker.name} to "
+                                f"{to}: {why}; none of its pods had started, so nothing ran twice")
 
     async def _pods_left(self, worker: WorkerCluster, remote: Obj) -> list[str]:
         """Pods of the copy that have not ended, terminating ones included (``status.active`` does
@@ -818,7 +850,7 @@ class Reconciler:
             PODS, remote["metadata"]["namespace"], label_selector=self.kind.pods.selector(remote)))
         return pods
 
-    async def _collision(self, job: Obj, worker: WorkerCluster, remote: Obj) -> float:
+    async def _collision(self, job: Obj, worker: WorkerCluster, remote: Obj) -> float | Moved:
         """The placed worker has an object of the copy's name that is not our copy: never touch it.
 
         An unpinned Job is placed on another worker (that worker stays excluded for this Job);
@@ -840,10 +872,8 @@ class Reconciler:
             except NoWorker as exc:
                 why = f"no other worker can take it ({exc})"
             else:
-                job, new = await self._place_on(job, chosen)
-                self._say(job, NAME_COLLISION, f"{what}; placed on {new.worker} instead")
-                metrics.REDISPATCHES.labels(worker.name, chosen.worker).inc()
-                return 0.0
+                return await self._move(job, chosen, worker.name, NAME_COLLISION,
+                                        lambda to: f"{what}; placed on {to} instead")
         else:
             why = (f"the Job is pinned to {worker.name}" if pinned
                    else "it carries this Job's uid under another origin, so running it elsewhere would run it twice")

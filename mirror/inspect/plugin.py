@@ -468,6 +468,15 @@ async def find_inspect_service(manager: ClusterClient) -> str:
     return found[0]
 
 
+def _object_path(ns: str, name: str, verb: str, kind: MirroredKind = JOB_KIND) -> str:
+    return f"/v1/namespaces/{segment(ns)}/{kind.resource.plural}/{segment(name)}/{verb}"
+
+
+def _inspect_path(t: Target, ns: str, name: str, verb: str, kind: MirroredKind = JOB_KIND) -> str:
+    """The inspect API's path about one object, through the manager API server's service proxy."""
+    return _proxy_path(t, _object_path(ns, name, verb, kind))
+
+
 def _proxy_path(t: Target, path: str) -> str:
     """``path`` of the inspect API through the manager API server's service proxy."""
     assert t.inspect_service is not None
@@ -502,8 +511,7 @@ def direct_url_ssl(url: str, ca: Path | None) -> ssl.SSLContext | bool:
 async def _inspect_call(t: Target, ns: str, name: str, verb: str, query: dict[str, Any],
                         *, stream: bool = False, kind: MirroredKind = JOB_KIND) -> aiohttp.ClientResponse:
     """A call about one object to the controller's inspect API."""
-    return await _inspect_get(t, f"/v1/namespaces/{segment(ns)}/{kind.resource.plural}/{segment(name)}/{verb}",
-                              query, stream=stream)
+    return await _inspect_get(t, _object_path(ns, name, verb, kind), query, stream=stream)
 
 
 async def _inspect_get(t: Target, path: str, query: dict[str, Any], *, stream: bool = False
