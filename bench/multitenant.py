@@ -40,7 +40,7 @@ from bench.workload import Submission, submit
 from clusterbed.cluster import ClusterBed, LocalCluster
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer
-from kruntime.resources import JOBS, PODS, Obj, Resource
+from kruntime.resources import EVENTS, JOBS, PODS, Obj, Resource
 from mirror.naming import ANNOTATION_EXPECTED_DURATION
 from mirror.room.fit import NodeRoom
 from mirror.room.requests import PODS as POD_SLOTS
@@ -309,6 +309,8 @@ class Placed:
     pod: Mapping[str, int]  # one pod's requests, scheduler units
     pods: int
     fits_on: frozenset[str]  # workers where a node could ever hold one of its pods
+    #: when the benchmark first saw the controller say the Job waits (its WaitingForRoom event)
+    waiting_seen: float | None = None
 
 
 def fits_in_room_of(high: Placed, low: Placed) -> bool:
@@ -320,12 +322,14 @@ def fits_in_room_of(high: Placed, low: Placed) -> bool:
 
 
 def inversions(jobs: Sequence[Placed], grace: float = INVERSION_GRACE, *,
-               strict: bool = True) -> list[tuple[str, str]]:
+               strict: bool = True, seen_waiting: bool = False) -> list[tuple[str, str]]:
     """Pairs (higher, lower) where the lower-priority Job was placed while the higher one waited:
     the higher was created at least ``grace`` s before the lower's placement and placed after it
     (or never), and — ``strict`` — the higher fit in the room the lower took (``fits_in_room_of``).
     Not strict: it could merely ever run on the lower's worker (this also counts legitimate
-    backfill of a small Job past a large one that did not fit yet)."""
+    backfill of a small Job past a large one that did not fit yet). ``seen_waiting``: only highers
+    the controller had already said wait (``waiting_seen`` before the lower's placement): Jobs in
+    its waiting line, which its order governs, as opposed to ones it had not looked at yet."""
     placed = sorted((j for j in jobs if j.placed is not None), key=lambda j: j.placed or 0.0)
     out = []
     for low in placed:
@@ -334,6 +338,8 @@ def inversions(jobs: Sequence[Placed], grace: float = INVERSION_GRACE, *,
             if high.priority <= low.priority or high.created + grace > low.placed:
                 continue
             if high.placed is not None and high.placed <= low.placed:
+                continue
+            if seen_waiting and (high.waiting_seen is None or high.waiting_seen > low.placed):
                 continue
             ok = fits_in_room_of(high, low) if strict else (low.worker in high.fits_on)
             if ok:
@@ -415,6 +421,20 @@ class SpanWatch:
         return handle
 
 
+class WaitWatch:
+    """When each Job's first "waits" event (WaitingForRoom, WaitingForQuota) was seen (local time)."""
+
+    REASONS = frozenset({"WaitingForRoom", "WaitingForQuota"})
+
+    def __init__(self) -> None:
+        self.first: dict[str, float] = {}
+
+    def on_event(self, etype: str, old: Obj | None, new: Obj) -> None:
+        obj = new.get("involvedObject") or new.get("regarding") or {}
+        if etype != "DELETED" and new.get("reason") in self.REASONS and obj.get("kind") == "Job":
+            self.first.setdefault(str(obj.get("name")), time.time())
+
+
 def _slim_pod(pod: Obj) -> Obj:
     out = pl._slim_pod(pod)
     out["status"]["phase"] = (pod.get("status") or {}).get("phase")
@@ -463,7 +483,7 @@ def _round(x: float | None, digits: int = 2) -> float | None:
 
 def order_figures(jobs: Sequence[TenantJob], seen: pl.Seen, spans: SpanWatch, sub: Submission,
                   nodes: Mapping[str, Sequence[NodeRoom]], t0: float, end: float, bound: float,
-                  step: float = 1.0) -> dict[str, Any]:
+                  step: float = 1.0, said_waiting: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Every multi-tenant figure of one order's run, from what it saw."""
     tenant_of = {j.name: j.tenant for j in jobs}
     by_name = {j.name: j for j in jobs}
@@ -480,11 +500,19 @@ def order_figures(jobs: Sequence[TenantJob], seen: pl.Seen, spans: SpanWatch, su
                  for p in spans.pods.values() if p.running is not None and p.job in by_name]
     waiting = [Span(tenant_of[n], c, placed[n]) for n, c in created.items()]
     samples = shares_over_time(pod_spans, waiting, fleet_capacity(nodes), dict.fromkeys(TENANTS, 1.0), t0, end, step)
+    said = said_waiting or {}
     recs = [Placed(j.name, j.priority, created.get(j.name, t0 + j.at), placed[j.name],
                    seen.jobs[j.name].placement if j.name in seen.jobs else None, j.amounts(), j.pods,
-                   frozenset(pl.could_run_on(j, nodes))) for j in jobs]
+                   frozenset(pl.could_run_on(j, nodes)), said.get(j.name)) for j in jobs]
     strict = inversions(recs)
     loose = inversions(recs, strict=False)
+    in_line = inversions(recs, seen_waiting=True)
+    by_prio = {pc: [w[n] for n in w if tenant_of[n] in SMALL and by_name[n].priority_class == pc
+                    and window and window[0] <= created[n] <= window[1]] for pc in PRIORITY_CLASSES}
+
+    def rel(x: float | None) -> float | None:
+        return None if x is None else round(x - t0, 3)
+
     starts = seen.first_start()
     made = {n: seen.jobs[n].created for n in tenant_of if n in seen.jobs}
     to_start = {n: round(starts[n] - c, 1) for n, c in made.items() if n in starts and c is not None}
@@ -504,23 +532,29 @@ def order_figures(jobs: Sequence[TenantJob], seen: pl.Seen, spans: SpanWatch, su
         "burstWindowSeconds": [round(window[0] - t0, 1), round(window[1] - t0, 1)] if window else None,
         "smallDuringBurst": {"jobs": len(during), "p50": _round(stats.percentile(during, 50)), "p99": _round(p99),
                              "meanJobSeconds": round(mean_len, 2) if mean_len else None,
-                             "p99OverMeanLength": round(p99 / mean_len, 2) if p99 is not None and mean_len else None},
+                             "p99OverMeanLength": round(p99 / mean_len, 2) if p99 is not None and mean_len else None,
+                             "byPriority": {pc: {"jobs": len(v), "p50": _round(stats.percentile(v, 50)),
+                                                 "p99": _round(stats.percentile(v, 99))} for pc, v in by_prio.items()}},
         "fairness": fairness(samples),
         "fairnessNote": "Jain's index of the tenants' dominant shares (DRF over cpu, memory, gpu of their running "
                         "pods ÷ fleet allocatable, weight 1 each), sampled every "
                         f"{step:g} s while every tenant had a Job waiting",
         "priorityInversions": len(strict),
         "priorityInversionsLoose": len(loose),
+        "priorityInversionsInLine": len(in_line) if said else None,
         "inversionExamples": strict[:20],
+        "inversionInLineExamples": in_line[:20],
         "inversionNote": f"pairs (higher, lower): the lower-priority Job was placed while the higher one, created "
                          f"≥ {INVERSION_GRACE:g} s before, waited, and the higher fit in the room the lower took "
                          "(a worker it can run on, no more pods, no pod asking more of any resource); loose: "
-                         "only 'a worker it can run on' (also counts legitimate backfill)",
+                         "only 'a worker it can run on' (also counts legitimate backfill); in line: strict, and the "
+                         "higher's WaitingForRoom/WaitingForQuota event was seen before the lower's placement",
         "sharesOverTime": samples,
         "perJob": [{"name": j.name, "tenant": j.tenant, "kind": j.kind, "priority": j.priority_class,
                     "at": j.at, "seconds": j.seconds, "wait": w.get(j.name),
                     "placement": seen.jobs[j.name].placement if j.name in seen.jobs else None,
-                    "timeToStart": to_start.get(j.name)} for j in jobs],
+                    "timeToStart": to_start.get(j.name), "createdAt": rel(created.get(j.name)),
+                    "placedAt": rel(placed[j.name]), "saidWaitingAt": rel(said.get(j.name))} for j in jobs],
     }
 
 
@@ -550,12 +584,15 @@ async def run_order(order: str, jobs: Sequence[TenantJob], nodes: Mapping[str, S
             await c.close()
         raise
     mgr, wcl = opened[0], dict(zip(workers, opened[1:], strict=True))
-    seen, spans = pl.Seen(), SpanWatch()
+    seen, spans, said = pl.Seen(), SpanWatch(), WaitWatch()
     informers = []
     for ns in namespaces.values():
         inf = Informer(mgr, JOBS, namespace=ns)
         inf.add_handler(seen.on_job)
         informers.append(inf)
+        einf = Informer(mgr, EVENTS, namespace=ns)
+        einf.add_handler(said.on_event)
+        informers.append(einf)
         for w, c in wcl.items():
             pinf = Informer(c, PODS, namespace=ns, transform=_slim_pod)
             pinf.add_handler(seen.pod_handler(w))
@@ -602,7 +639,7 @@ async def run_order(order: str, jobs: Sequence[TenantJob], nodes: Mapping[str, S
                 await env.wait_until(lambda: all(j.released for j in seen.jobs.values()), 30, 0.2)
         await asyncio.sleep(1.0)
         ctrl_after = await ctrl.metrics()
-        res.update(order_figures(jobs, seen, spans, sub, nodes, t0, t_end, bound, opts.sample_step))
+        res.update(order_figures(jobs, seen, spans, sub, nodes, t0, t_end, bound, opts.sample_step, said.first))
         res["stopReason"] = stop_reason
         res["finished"] = stop_reason == "all finished"
         res["runSeconds"] = round(t_end - t0, 1)
@@ -697,7 +734,7 @@ def markdown_table(result: Mapping[str, Any]) -> str:
     """One row per order: the issue's figures side by side (waits: create → placed, seconds)."""
     lb = result.get("lowerBound") or {}
     head = ["order", "makespan s (÷ bound)", "Complete"] + [f"{t} wait p50 / p99" for t in TENANTS] + [
-        "small p99 wait in burst (÷ Job length)", "Jain (min), s", "inversions (loose)", "manager calls/Job"]
+        "small p99 wait in burst (÷ Job length)", "Jain (min), s", "inversions (in line; loose)", "manager calls/Job"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     n = result["workload"]["jobs"]
     for order, r in result["orders"].items():
@@ -713,7 +750,8 @@ def markdown_table(result: Mapping[str, Any]) -> str:
             order, ms, f"{r['completed']}/{n}", *wt,
             f"{_f(s['p99'])}" + (f" ({_f(s['p99OverMeanLength'], 1)}x)" if s["p99OverMeanLength"] is not None else ""),
             f"{_f(fa['mean'], 2)} ({_f(fa['min'], 2)}), {fa['samples']}",
-            f"{r['priorityInversions']} ({r['priorityInversionsLoose']})", _f(r["managerCallsPerJob"], 2)]) + " |")
+            f"{r['priorityInversions']} ({_f(r.get('priorityInversionsInLine'))}; {r['priorityInversionsLoose']})",
+            _f(r["managerCallsPerJob"], 2)]) + " |")
     lines.append(f"\nlower bound {_f(lb.get('seconds'))} s ({lb.get('binding')}); waits: create sent → placed (s); "
                  "Jain: mean (min) over the seconds every tenant had work waiting, and how many seconds")
     for order, r in result["orders"].items():

@@ -247,17 +247,46 @@ def test_inversions(jobs: list[mt.Placed], strict: list[tuple[str, str]], loose:
     assert mt.inversions(jobs, strict=False) == loose
 
 
+@pytest.mark.parametrize(("said", "in_line"), [
+    (3.0, [("h", "l")]),  # the controller had said h waits before l was placed: its line's order broke
+    (6.0, []),  # said only after l's placement: l may have been placed before the controller saw h
+    (None, []),  # never said to wait
+])
+def test_inversions_in_the_waiting_line(said: float | None, in_line: list[tuple[str, str]]) -> None:
+    h = mt.Placed("h", 1000, 0.0, 9.0, "worker-1", ONE, 1, BOTH, waiting_seen=said)
+    jobs = [h, placed("l", 100, 0.0, 5.0)]
+    assert mt.inversions(jobs) == [("h", "l")]
+    assert mt.inversions(jobs, seen_waiting=True) == in_line
+
+
+def test_wait_watch_keeps_the_first_waiting_event_of_a_job() -> None:
+    w = mt.WaitWatch()
+    ev = {"reason": "WaitingForRoom", "involvedObject": {"kind": "Job", "name": "burst-00001"}}
+    w.on_event("ADDED", None, ev)
+    first = w.first["burst-00001"]
+    w.on_event("MODIFIED", None, ev)
+    w.on_event("ADDED", None, {"reason": "Dispatched", "involvedObject": {"kind": "Job", "name": "x"}})
+    w.on_event("ADDED", None, {"reason": "WaitingForRoom", "involvedObject": {"kind": "Pod", "name": "y"}})
+    assert w.first == {"burst-00001": first}
+
+
+def _record(i: int, prio: int, created: float, delay: float | None, w: str, cpu: int, pods: int,
+            said: float | None) -> mt.Placed:
+    at = None if delay is None else created + delay
+    return mt.Placed(f"j{i}", prio, created, at, w if at is not None else None, {"cpu": cpu}, pods, BOTH,
+                     None if said is None else created + said)
+
+
 job_records = st.builds(
-    lambda i, prio, created, delay, w, cpu, pods: placed(f"j{i}", prio, created, None if delay is None else
-                                                         created + delay, w, {"cpu": cpu}, pods),
-    st.integers(0, 10**6), st.sampled_from([100, 1000]), st.floats(0, 100),
+    _record, st.integers(0, 10**6), st.sampled_from([100, 1000]), st.floats(0, 100),
     st.one_of(st.none(), st.floats(0, 50)), st.sampled_from(["worker-1", "worker-2"]),
-    st.sampled_from([1000, 3000, 12_000]), st.integers(1, 4))
+    st.sampled_from([1000, 3000, 12_000]), st.integers(1, 4), st.one_of(st.none(), st.floats(0, 20)))
 
 
 @given(st.lists(job_records, max_size=25, unique_by=lambda j: j.name))
 def test_strict_inversions_are_loose_ones(jobs: list[mt.Placed]) -> None:
-    assert set(mt.inversions(jobs)) <= set(mt.inversions(jobs, strict=False))
+    assert set(mt.inversions(jobs, seen_waiting=True)) <= set(mt.inversions(jobs)) <= set(
+        mt.inversions(jobs, strict=False))
 
 
 @given(st.lists(job_records, max_size=25, unique_by=lambda j: j.name))
@@ -283,7 +312,8 @@ def fake_order(order: str, makespan: float | None) -> dict[str, Any]:
             "waitSeconds": {t: {"p50": 1.0, "p99": 2.0} for t in mt.TENANTS},
             "smallDuringBurst": {"p99": 3.0, "p99OverMeanLength": 0.6}, "fairness": {"mean": 0.9, "min": 0.5,
                                                                                      "samples": 4},
-            "priorityInversions": 0, "priorityInversionsLoose": 2, "managerCallsPerJob": 9.1, "perJob": per_job,
+            "priorityInversions": 0, "priorityInversionsLoose": 2, "priorityInversionsInLine": 0,
+            "managerCallsPerJob": 9.1, "perJob": per_job,
             "sharesOverTime": [{"t": 0.0, "shares": {"burst": 0.5, "small-a": 0.1, "small-b": 0.0},
                                 "allWaiting": True}]}
 
@@ -300,7 +330,7 @@ def test_markdown_table_has_a_row_per_order() -> None:
     rows = [line for line in table.splitlines() if line.startswith("| ")]
     assert rows[1].startswith("| Arrival | 52.0 (1.30x) | 3/3 | 1.0 / 2.0 |")
     assert "| FairShare | did not finish in 60.0 |" in table and "| Broken | failed: boom |" in table
-    assert "0 (2)" in rows[1] and "0.90 (0.50), 4" in rows[1]
+    assert "| 0 (0; 2) |" in rows[1] and "0.90 (0.50), 4" in rows[1]
     assert all(r.count("|") == rows[0].count("|") for r in rows)
 
 
