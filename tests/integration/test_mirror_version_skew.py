@@ -134,8 +134,7 @@ async def test_a_refused_template_rewrite_recreates_the_copy_only_after_its_pods
         old = env.workers["worker-old"]
         await env.start()
         # No node matches: the pod stays Pending and no (fake) kubelet ends it on its own.
-        job = make_job("readmit", duration_ms=120_000)
-        job["spec"]["template"]["spec"]["nodeSelector"] = {"example.com/pool": "none"}
+        job = make_job("readmit", duration_ms=120_000, pod_spec={"nodeSelector": {"example.com/pool": "none"}})
         await env.create(job)
 
         async def pods() -> list[Obj]:

@@ -119,8 +119,7 @@ async def test_a_huge_quantity_on_a_worker_pod_and_a_manager_job_stalls_nothing(
             "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": HUGE}}}]}})
         assert huge_pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] == HUGE  # the server kept it
         print(f"worker-1 created the pod in {time.monotonic() - started:.1f}s")
-        huge_job = make_job("huge")
-        huge_job["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": HUGE}}
+        huge_job = make_job("huge", requests={"cpu": HUGE})
         started = time.monotonic()
         await env.create(huge_job, manager)
         print(f"the manager created the Job in {time.monotonic() - started:.1f}s")

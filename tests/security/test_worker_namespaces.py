@@ -100,12 +100,10 @@ async def test_only_allowed_worker_namespaces_are_used(client_for: ClientFor, cl
 
 def privileged_job(name: str, worker: str) -> Obj:
     """A Job whose pod mounts the node's root privileged, pinned to ``worker``."""
-    job = make_job(name, outcome="hang", annotations={ANNOTATION_PIN: worker})
-    spec = job["spec"]["template"]["spec"]
-    spec["containers"][0]["securityContext"] = {"privileged": True}
-    spec["containers"][0]["volumeMounts"] = [{"name": "host", "mountPath": "/host"}]
-    spec["volumes"] = [{"name": "host", "hostPath": {"path": "/"}}]
-    return job
+    return make_job(name, outcome="hang", annotations={ANNOTATION_PIN: worker},
+                    container={"securityContext": {"privileged": True},
+                               "volumeMounts": [{"name": "host", "mountPath": "/host"}]},
+                    pod_spec={"volumes": [{"name": "host", "hostPath": {"path": "/"}}]})
 
 
 async def copies_in(env: MirrorEnv, worker: str, ns: str) -> list[Obj]:
