@@ -10,18 +10,19 @@ import pytest
 from bench.floor import claim_patch, placed_on, release_patch
 from mirror.jobs.status_translation import desired_manager_status
 from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME, FINALIZER
+from testkit.jobs import make_job
 from tests.jobstatus_validation import validate_status_update
 
 ORIGIN = "bench"
 
 
 def job(finalizers: list[str] | None = None, **annotations: str) -> dict[str, Any]:
-    md: dict[str, Any] = {"name": "j", "namespace": "ns", "uid": "u1", "resourceVersion": "7"}
+    job = make_job("j", namespace="ns", annotations=annotations, managed_by=None, completions=None, parallelism=None,
+                   backoff_limit=None, kwok=False, container_name="c", image=None)
+    job["metadata"] |= {"uid": "u1", "resourceVersion": "7"}
     if finalizers is not None:
-        md["finalizers"] = finalizers
-    if annotations:
-        md["annotations"] = annotations
-    return {"metadata": md, "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}
+        job["metadata"]["finalizers"] = finalizers
+    return job
 
 
 OURS = {ANNOTATION_CLAIMED_BY: ORIGIN, ANNOTATION_CLUSTER: "worker-1"}
