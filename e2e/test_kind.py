@@ -150,6 +150,70 @@ async def test_kind_pinned_jobs_and_kubectl_wait(controller: E2EEnv) -> None:
     await cleanup(env, ns)
 
 
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+
+def jobset_manifest(name: str, *, image: str, seconds: int) -> Obj:
+    """Two replicatedJobs of real containers: leader 1 x 1 pod, workers 2 x 1 pod, each sleeping ``seconds``."""
+    def rjob(rname: str, replicas: int) -> Obj:
+        pod = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, "containers": [{
+            "name": "main", "image": image, "command": ["sh", "-c", f"echo {rname} done; sleep {seconds}"],
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}
+        job = {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": {"spec": pod}}
+        return {"name": rname, "replicas": replicas, "template": {"spec": job}}
+
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
+            "spec": {"managedBy": CONTROLLER_NAME, "replicatedJobs": [rjob("leader", 1), rjob("workers", 2)]}}
+
+
+async def test_kind_a_jobset_runs_real_pods_on_a_worker_and_completes_on_the_manager(controller: E2EEnv) -> None:
+    """a JobSet with managedBy jobmirror (issue 37): its copy's 3 real containers run on a worker's JobSet,
+    `kubectl wait --for=condition=completed jobset/...` returns on the manager, whose JobSet made no child Job"""
+    env = controller
+    if not getattr(env.kind, "jobsets", False):
+        pytest.skip("this kind deployment does not mirror JobSets (kindbed up with jobsets=False)")
+    ns = await namespace(env, "jobset")
+
+    async def accepted() -> Obj | None:
+        try:
+            return await env.manager.create(JOBSETS, ns, jobset_manifest("train", image=env.pod_image, seconds=6))
+        except ApiError as exc:
+            if exc.status >= 500:  # JobSet's webhook not serving yet (its certificate is injected at start)
+                return None
+            raise
+
+    # kindbed does not wait for JobSet's controller: it comes up while the tests before this one run.
+    await wait_for(accepted, timeout=180, what="the JobSet accepted by the manager (JobSet's webhooks up)")
+
+    async def running() -> tuple[str, list[Obj]] | None:
+        js = await env.manager.get(JOBSETS, ns, "train")
+        ann = js["metadata"].get("annotations") or {}
+        worker = ann.get(ANNOTATION_CLUSTER)
+        if worker is None:
+            return None
+        copy_name = ann.get("jobmirror.dev/remote-name") or "train"
+        items, _ = await env.workers[worker].list_all(POD_RES, ns, label_selector=f"{JOBSET_NAME_LABEL}={copy_name}")
+        started = [p for p in items if any((cs.get("state") or {}).get("running") or (cs.get("state") or {}).get(
+            "terminated") for cs in (p.get("status") or {}).get("containerStatuses") or [])]
+        return (worker, started) if len(started) == 3 else None
+
+    worker, pods = await wait_for(running, timeout=120, what="the copy's 3 containers started on its worker")
+    assert all(p["spec"].get("nodeName") for p in pods), [p["spec"].get("nodeName") for p in pods]
+    proc = await asyncio.to_thread(env.kubectl, "wait", "-n", ns, "--for=condition=completed", "--timeout=150s",
+                                   "jobset/train", timeout=180)
+    assert "condition met" in proc.stdout, proc.stdout
+    done = await env.manager.get(JOBSETS, ns, "train")
+    assert done["status"].get("terminalState") == "Completed", done["status"]
+    by_name = {r["name"]: r for r in done["status"].get("replicatedJobsStatus") or []}
+    assert (by_name["leader"]["succeeded"], by_name["workers"]["succeeded"]) == (1, 2), by_name
+    assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == worker
+    # The manager's own JobSet controller left it alone: no child Job named after it there.
+    children, _ = await env.manager.list_all(JOBS, ns, label_selector=f"{JOBSET_NAME_LABEL}=train")
+    assert children == [], [j["metadata"]["name"] for j in children]
+    await cleanup(env, ns)
+
+
 async def _plugin(*args: str, timeout: float = 90) -> tuple[int, str, str]:
     """``kubectl jobmirror`` as a user runs it (the installed entry point's code, in a subprocess)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBMIRROR_", "KUBECONFIG"))}

@@ -20,7 +20,8 @@ from kindbed import clusters, engine, images
 
 def _options(args: argparse.Namespace) -> clusters.KindOptions:
     kw = {"prefix": args.prefix, "workers": args.workers, "image": args.image, "node_image": args.node_image,
-          "python_image": args.python_image, "no_jobs_cluster": getattr(args, "no_jobs_cluster", False)}
+          "python_image": args.python_image, "no_jobs_cluster": getattr(args, "no_jobs_cluster", False),
+          "jobsets": not getattr(args, "no_jobsets", False), "await_jobset": True}
     if args.workdir:
         kw["workdir"] = args.workdir
     return clusters.KindOptions(**kw)
@@ -59,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--no-jobs-cluster", action="store_true",
                     help="also <prefix>-no-jobs: kube-controller-manager without its Job controller, for the "
                          "kind differential of the builtin controller (e2e/test_kind_differential.py)")
+    up.add_argument("--no-jobsets", action="store_true",
+                    help="do not install JobSet in the clusters nor mirror it (by default JobSet's controller, "
+                         "built from its Go module, runs in every cluster and the config has kinds [Job, JobSet])")
     sub.add_parser("env", help="print export lines for a shell: KUBECONFIG (the manager), PATH (kubectl, "
                                "kubectl-jobmirror) and IMAGE (the busybox loaded into every cluster)")
     down = sub.add_parser("down", help="delete the clusters of --prefix")

@@ -17,6 +17,14 @@
    the image, the worker kubeconfig Secret and e2e timings; server-side dry run, apply,
    rollout of 2 replicas, and a Lease holder.
 
+With ``jobsets`` (the default) JobSet's controller (``images.jobset_image``: the bed's Go build
+on scratch) is loaded and applied to every cluster from the module's own ``config/default`` in a
+thread beside the other image loads, its CRD served before the deploy; the config mirrors
+``kinds: [Job, JobSet]`` and ``deploy/jobset/`` grants them. Its controller's rollout (about a
+minute here: the kubelet must see the webhook certificate it writes) is awaited at the end only
+with ``await_jobset`` (``python -m kindbed up``); the e2e suite lets it come up while its first
+tests run, and its JobSet test waits for the webhooks.
+
 The result is written to ``<workdir>/deployment.json`` so the e2e suite (or a person) can
 attach to kept clusters. ``down`` deletes every cluster this prefix made, even half-made ones.
 """
@@ -41,6 +49,11 @@ from kindbed import engine, images
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
+JOBSET_NS = "jobset-system"
+JOBSET_DEPLOYMENT = "jobset-controller-manager"
+JOBSET_CRD = "jobsets.jobset.x-k8s.io"
+#: the image names the module's config/default may carry (a release sets its registry's; the source has "controller")
+JOBSET_UPSTREAM_IMAGES = ("us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset", "controller")
 SYSTEM_NS = "jobmirror-system"
 DEPLOYMENT = "jobmirror-controller"
 LEASE = "jobmirror-controller"
@@ -99,6 +112,10 @@ class KindOptions:
     python_image: str | None = None
     workdir: Path = field(default_factory=lambda: versions.cache_root() / "kind")
     config_overrides: dict[str, int] = field(default_factory=lambda: dict(E2E_CONFIG_OVERRIDES))
+    #: JobSet installed in every cluster and mirrored (kinds [Job, JobSet], deploy/jobset/ applied)
+    jobsets: bool = True
+    #: wait for JobSet's controller (and so its webhooks) in every cluster before returning
+    await_jobset: bool = False
 
     def __post_init__(self) -> None:
         if self.workers not in (1, 2):
@@ -150,6 +167,8 @@ class KindDeployment:
     timings: list[tuple[str, float]] = field(default_factory=list)
     #: Admin kubeconfig of ``<prefix>-no-jobs`` (kcm without its Job controller); "" when not made.
     no_jobs_kubeconfig: str = ""
+    #: JobSet runs in every cluster and is mirrored (deploy/jobset/ applied)
+    jobsets: bool = False
 
     def save(self) -> Path:
         path = Path(self.workdir) / "deployment.json"
@@ -285,6 +304,8 @@ def _overlay(opts: KindOptions, worker_files: list[str], story1: bool) -> Path:
     base_config = (base if story1 else DEPLOY / "manager" / "files") / "config.yaml"
     cfg = yaml.safe_load(base_config.read_text())
     cfg.update(opts.config_overrides)
+    if opts.jobsets:
+        cfg["kinds"] = ["Job", "JobSet"]
     (overlay / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     config_files = ["config.yaml"]
     if story1:
@@ -294,7 +315,9 @@ def _overlay(opts: KindOptions, worker_files: list[str], story1: bool) -> Path:
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": [os.path.relpath(base, overlay)],
+        "resources": [os.path.relpath(base, overlay)] + (
+            [os.path.relpath(DEPLOY / "jobset" / ("manager-as-worker" if story1 else "manager"), overlay)]
+            if opts.jobsets else []),
         "images": [{"name": "jobmirror", "newName": name, "newTag": tag}],
         "configMapGenerator": [{"name": "jobmirror-config", "namespace": SYSTEM_NS, "behavior": "replace",
                                 "files": config_files}],
@@ -314,6 +337,9 @@ def _deploy(k: Kind, opts: KindOptions) -> tuple[Path, dict[str, str], str]:
     overlay_dir.mkdir(parents=True, exist_ok=True)
     for name, cluster in opts.worker_clusters().items():
         k.kubectl(cluster, "apply", "-k", str(DEPLOY / "worker"), what=f"{cluster}: apply deploy/worker")
+        if opts.jobsets:
+            k.kubectl(cluster, "apply", "-k", str(DEPLOY / "jobset" / "worker"),
+                      what=f"{cluster}: apply deploy/jobset/worker")
         server = k.internal_server(cluster)
         kc = k.run(str(DEPLOY / "worker" / "make-kubeconfig.sh"), "--name", name, "--kubeconfig",
                    str(k.kubeconfig(cluster)), "--server", server, "--duration", "24h",
@@ -343,6 +369,51 @@ def _deploy(k: Kind, opts: KindOptions) -> tuple[Path, dict[str, str], str]:
         time.sleep(1)
     _log(f"leader: {holder}")
     return overlay, admin_kcs, manager_worker
+
+
+def _jobset_overlay(opts: KindOptions, image: str) -> Path:
+    """JobSet's own ``config/default`` (CRD, RBAC, controller, webhooks with its internal certificate
+    management) with our image, and a smaller CPU request than its 500m (one-node clusters)."""
+    overlay = opts.workdir / "jobset"
+    overlay.mkdir(parents=True, exist_ok=True)
+    name, _, tag = image.rpartition(":")
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(build.jobset_source() / "config" / "default", overlay)],
+        "images": [{"name": n, "newName": name, "newTag": tag} for n in JOBSET_UPSTREAM_IMAGES],
+        "patches": [{"target": {"kind": "Deployment", "name": JOBSET_DEPLOYMENT},
+                     "patch": yaml.safe_dump([{"op": "replace",
+                                               "path": "/spec/template/spec/containers/0/resources/requests/cpu",
+                                               "value": "50m"}])}],
+    }
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
+    return overlay
+
+
+def _install_jobset(k: Kind, clusters: Sequence[str], overlay: Path, image: str) -> None:
+    """Load JobSet's image into ``clusters`` and apply JobSet there (server-side: its CRD is too large
+    for the last-applied annotation), then wait for the CRD to be served; its controller's rollout
+    is awaited apart (_await_jobset)."""
+    k.load(image, clusters)
+    for c in clusters:
+        k.kubectl(c, "apply", "--server-side", "--force-conflicts", "-k", str(overlay), what=f"{c}: apply JobSet")
+    for c in clusters:
+        k.kubectl(c, "wait", "--for=condition=established", f"crd/{JOBSET_CRD}", "--timeout=60s",
+                  what=f"{c}: JobSet CRD established", timeout=90)
+
+
+def _await_jobset(k: Kind, clusters: Sequence[str]) -> None:
+    for c in clusters:
+        try:
+            k.kubectl(c, "rollout", "status", f"deployment/{JOBSET_DEPLOYMENT}", "-n", JOBSET_NS, "--timeout=180s",
+                      what=f"{c}: JobSet rollout", timeout=210)
+        except KindError as exc:
+            try:
+                logs = k.kubectl(c, "logs", "-n", JOBSET_NS, f"deployment/{JOBSET_DEPLOYMENT}", "--tail=60", quiet=True)
+            except KindError as more:
+                logs = str(more)[:800]
+            raise KindError(f"{exc}\n{logs}") from None
 
 
 def diagnostics(k: Kind, cluster: str) -> str:
@@ -375,7 +446,8 @@ def up(opts: KindOptions, *, fresh: bool = False, stop_engine_on_failure: bool =
         _phase(timings, "engine", t0)
 
         t0 = time.monotonic()
-        imgs = images.ensure_images(opts.image, node=opts.node_image, python_image=opts.python_image)
+        imgs = images.ensure_images(opts.image, node=opts.node_image, python_image=opts.python_image,
+                                    jobset=opts.jobsets)
         k = Kind(kind_binary(), kubectl_binary(), opts.workdir)
         _phase(timings, "images", t0)
 
@@ -387,16 +459,27 @@ def up(opts: KindOptions, *, fresh: bool = False, stop_engine_on_failure: bool =
             k.create(c, imgs.node)
         # The no-jobs cluster is made while the others settle and get deployed: after their
         # `kind create`s, since concurrent ones may pick the same free host port.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kind-no-jobs") as pool:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kind-no-jobs") as pool, \
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="kind-jobset") as jobset_pool:
             no_jobs = pool.submit(_no_jobs_cluster, k, opts, imgs.node, imgs.workload) if opts.no_jobs_cluster else None
             for c in main:
                 k.wait_usable(c)
+            jobset = jobset_pool.submit(_install_jobset, k, main, _jobset_overlay(opts, imgs.jobset),
+                                        imgs.jobset) if opts.jobsets else None
             k.load(imgs.controller, [opts.manager_cluster])
             k.load(imgs.workload, main)
             _phase(timings, f"clusters ({', '.join(main)})", t0)
+            if jobset is not None:
+                t0 = time.monotonic()
+                jobset.result()
+                _phase(timings, "JobSet loaded and applied to every cluster, beside the loads above (CRD served)", t0)
             t0 = time.monotonic()
             overlay, admin_kcs, manager_worker = _deploy(k, opts)
             _phase(timings, "deploy (overlay applied, 2 replicas rolled out, Lease held)", t0)
+            if opts.jobsets and opts.await_jobset:
+                t0 = time.monotonic()
+                _await_jobset(k, main)
+                _phase(timings, "JobSet's controller ready in every cluster", t0)
             if no_jobs is not None:
                 t0 = time.monotonic()
                 made_in = no_jobs.result()
@@ -412,7 +495,8 @@ def up(opts: KindOptions, *, fresh: bool = False, stop_engine_on_failure: bool =
         worker_clusters=opts.worker_clusters(), manager_worker=manager_worker, kustomization=str(overlay),
         kubectl=str(k.kubectl_bin), kind=str(k.kind), controller_image=imgs.controller, workload_image=imgs.workload,
         node_image=imgs.node, workdir=str(opts.workdir), engine_started_pid=eng.started_pid, timings=timings,
-        no_jobs_kubeconfig=str(k.kubeconfig(opts.no_jobs_cluster_name)) if opts.no_jobs_cluster else "")
+        no_jobs_kubeconfig=str(k.kubeconfig(opts.no_jobs_cluster_name)) if opts.no_jobs_cluster else "",
+        jobsets=opts.jobsets)
     _log(f"ready; attach with {dep.save()}")
     return dep
 

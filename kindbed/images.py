@@ -86,6 +86,7 @@ class Images:
     node: str
     controller: str
     workload: str
+    jobset: str = ""  # JobSet's controller ("" when not wanted)
 
 
 def _log(msg: str) -> None:
@@ -266,6 +267,24 @@ def controller_image(ref: str, *, python_image: str | None = None) -> str:
     _run(["docker", "build", "-q", "--build-arg", f"PYTHON_IMAGE={base}", "-t", ref, str(ROOT)],
          what=f"docker build {ref}", timeout=1200)
     _log(f"controller image {ref} on {base}: {time.monotonic() - t0:.0f}s")
+    return ref
+
+
+# -- JobSet's controller ------------------------------------------------------------------------
+
+
+def jobset_image(version: str = versions.JOBSET_VERSION) -> str:
+    """JobSet's controller laid out as upstream's image (its manager binary as ``/manager``, user
+    65532), on scratch, from the cluster bed's static Go build of the module: nothing is pulled,
+    and a warm run builds nothing (the binary and the image are both keyed by version)."""
+    ref = f"jobmirror.local/jobset:v{version}"
+    if image_exists(ref):
+        return ref
+    t0 = time.monotonic()
+    binary = build.build_jobset(version)
+    build_context(ref, 'FROM scratch\nCOPY manager /manager\nUSER 65532:65532\nENTRYPOINT ["/manager"]\n',
+                  {"manager": binary})
+    _log(f"built {ref} in {time.monotonic() - t0:.0f}s")
     return ref
 
 
@@ -489,7 +508,8 @@ def node_image(kube_version: str = versions.KUBE_VERSION) -> str:
     return ref
 
 
-def ensure_images(controller_ref: str, *, node: str | None = None, python_image: str | None = None) -> Images:
+def ensure_images(controller_ref: str, *, node: str | None = None, python_image: str | None = None,
+                  jobset: bool = False) -> Images:
     """Node, controller and workload images; a given ``node`` image (e.g. kindest/node on a laptop) is used as is.
 
     Download-heavy steps come first (Debian base, workload), Go builds later, so a concurrent
@@ -497,4 +517,5 @@ def ensure_images(controller_ref: str, *, node: str | None = None, python_image:
     base = python_image or python_base()
     workload = workload_image()
     node_ref = node or node_image()
-    return Images(node=node_ref, controller=controller_image(controller_ref, python_image=base), workload=workload)
+    return Images(node=node_ref, controller=controller_image(controller_ref, python_image=base), workload=workload,
+                  jobset=jobset_image() if jobset else "")

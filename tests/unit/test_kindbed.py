@@ -140,6 +140,31 @@ def test_overlay_replaces_config_and_secret_and_keeps_the_shipped_workers(tmp_pa
         assert "in-cluster.kubeconfig" in k["configMapGenerator"][0]["files"]
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_overlay_mirrors_jobsets_unless_told_not_to(tmp_path: Path, workers: int) -> None:
+    """jobsets (the default): kinds [Job, JobSet] and deploy/jobset/'s manager RBAC for the layout"""
+    story1 = workers == 1
+    opts = clusters.KindOptions(workers=workers, workdir=tmp_path)
+    k = yaml.safe_load((clusters._overlay(opts, [], story1=story1) / "kustomization.yaml").read_text())
+    extra = (tmp_path / "overlay" / k["resources"][1]).resolve()
+    assert extra == (clusters.DEPLOY / "jobset" / ("manager-as-worker" if story1 else "manager")).resolve()
+    assert yaml.safe_load((tmp_path / "overlay" / "config.yaml").read_text())["kinds"] == ["Job", "JobSet"]
+    off = clusters.KindOptions(workers=workers, workdir=tmp_path / "off", jobsets=False)
+    k = yaml.safe_load((clusters._overlay(off, [], story1=story1) / "kustomization.yaml").read_text())
+    assert len(k["resources"]) == 1
+    assert "JobSet" not in (yaml.safe_load((tmp_path / "off" / "overlay" / "config.yaml").read_text())
+                            .get("kinds") or [])
+
+
+def test_jobset_overlay_is_the_modules_own_with_our_image(tmp_path: Path) -> None:
+    opts = clusters.KindOptions(workdir=tmp_path)
+    overlay = clusters._jobset_overlay(opts, "jobmirror.local/jobset:v0.12.0")
+    k = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    assert (overlay / k["resources"][0]).resolve().parts[-2:] == ("config", "default")
+    assert {i["newName"] + ":" + i["newTag"] for i in k["images"]} == {"jobmirror.local/jobset:v0.12.0"}
+    assert {i["name"] for i in k["images"]} == set(clusters.JOBSET_UPSTREAM_IMAGES)
+
+
 @pytest.mark.parametrize(("version", "tag"), [
     ("1:1.35.0-4+deb12u1+b1", "1.35.0-4-deb12u1-b1"),
     ("1.36.1-9~bpo12+1", "1.36.1-9-bpo12-1"),
