@@ -10,6 +10,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,9 @@ import yaml
 from clusterbed import versions
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
-from kruntime.resources import JOBS, Obj
-from mirror.naming import ANNOTATION_CLUSTER, DEFAULT_CONTROLLER_NAME
+from kruntime.resources import JOBS
+from mirror.naming import ANNOTATION_CLUSTER
+from testkit.jobs import make_job
 from tests.conftest import MANAGER, WORKER_1, WORKER_2, ensure_namespace
 
 pytestmark = pytest.mark.integration
@@ -178,10 +180,7 @@ async def check_runs(kubeconfigs: dict[str, Path], tmp_path_factory: pytest.Temp
     """Every case's ``check-config`` run, as concurrent subprocesses (each is a cold Python start)."""
     paths = {case: make(kubeconfigs, tmp_path_factory.mktemp(case)) for case, (make, *_) in CHECK_CASES.items()}
     worker = await ClusterClient.from_kubeconfig("worker-2", kubeconfigs["worker-2"])
-    legacy = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
-        "name": LEGACY_COPY, "labels": {"jobmirror.dev/origin": "jobmirror"}}, "spec": {
-        "suspend": True, "template": {"spec": {"restartPolicy": "Never",
-                                                "containers": [{"name": "c", "image": "busybox"}]}}}}
+    legacy = job(LEGACY_COPY, managed_by=None, labels={"jobmirror.dev/origin": "jobmirror"}, suspend=True)
     await worker.create(JOBS, "default", legacy)
     try:
         runs = await asyncio.gather(*(jobmirror("check-config", str(p)) for p in paths.values()))
@@ -221,17 +220,13 @@ async def test_run_refuses_two_entries_for_one_cluster(kubeconfigs: dict[str, Pa
 T0, T1 = "2026-11-23T10:00:00Z", "2026-11-23T10:01:00Z"
 
 
-def job(name: str, *, managed_by: str | None = DEFAULT_CONTROLLER_NAME, worker: str | None = None,
-        suspend: bool = False) -> Obj:
-    spec: Obj = {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}
-    if managed_by:
-        spec["managedBy"] = managed_by
-    if suspend:
-        spec["suspend"] = True
-    md: Obj = {"name": name}
-    if worker:
-        md["annotations"] = {ANNOTATION_CLUSTER: worker}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": md, "spec": spec}
+#: a claimed Job nobody runs (no kwok stage inputs, counts left to the API server); ``status`` reads it
+job = partial(make_job, kwok=False, container_name="c", completions=None, parallelism=None, backoff_limit=None)
+
+
+def on(worker: str) -> dict[str, str]:
+    """The annotation saying the Job was placed on ``worker``."""
+    return {ANNOTATION_CLUSTER: worker}
 
 
 @dataclass
@@ -247,16 +242,16 @@ async def status_run(kubeconfigs: dict[str, Path], client_for: ClientFor,
     ns = f"t-cli-{uuid.uuid4().hex[:8]}"
     m = await client_for(MANAGER)
     await ensure_namespace(m, ns)
-    await m.create(JOBS, ns, job("placed", worker="worker-1"))
+    await m.create(JOBS, ns, job("placed", annotations=on("worker-1")))
     await m.create(JOBS, ns, job("pending"))
     await m.create(JOBS, ns, job("paused", suspend=True))
-    done = await m.create(JOBS, ns, job("done", worker="worker-2"))
+    done = await m.create(JOBS, ns, job("done", annotations=on("worker-2")))
     scm = {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached", "lastTransitionTime": T1}
     done["status"] = {"startTime": T0, "completionTime": T1, "succeeded": 1, "active": 0, "ready": 0,
                       "conditions": [scm, {**scm, "type": "Complete"}]}
     await m.replace(JOBS, ns, "done", done, subresource="status")
     await m.create(JOBS, ns, job("builtin", managed_by=None))  # kube-controller-manager's, not ours
-    await m.create(JOBS, ns, job("foreign", managed_by="example.com/other", worker="worker-1"))
+    await m.create(JOBS, ns, job("foreign", managed_by="example.com/other", annotations=on("worker-1")))
 
     tmp = tmp_path_factory.mktemp("status")
     cfg = config(kubeconfigs, namespaces=[ns])
