@@ -1,5 +1,6 @@
-"""Job manifests whose kwok pods do what a test asks, and condition reads: shared by the test
-tiers and the benchmarks (``bench versions`` runs the same journeys as the integration tests)."""
+"""The one Job builder (``make_job``: kwok pods that do what a test asks) and condition reads, shared by
+the test tiers, the e2e harness and the benchmarks (``bench versions`` runs the same journeys as the
+integration tests), so a Job is made runnable in one place."""
 
 from __future__ import annotations
 
