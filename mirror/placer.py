@@ -44,7 +44,7 @@ from mirror.room.selector import parse as parse_selector
 from mirror.room.view import RoomView
 from mirror.scheduling.backfill import Release, estimated_start, expected_length, may_backfill
 from mirror.scheduling.line import Waiting, WaitingLine, heads, holds
-from mirror.scheduling.order import OrderRule
+from mirror.scheduling.order import OrderRule, within_tenant
 from mirror.scheduling.quota import Quota, never_within, over_quota, quota_of
 from mirror.scheduling.shares import Running, RunningWork, demand_of, weighted_share
 from mirror.scheduling.tenants import tenant_of
@@ -240,11 +240,11 @@ class Placer:
         elif selector and not pin:  # a pin wins
             views = select_by_labels(views, selector)
         tenant, demand = self.tenant(job), self.demand(kind, job)
-        self._check_quota(uid, job, tenant, demand)
+        priority = self.priority(kind, job)[0] if self.fair else 0
+        self._check_quota(uid, job, tenant, demand, priority)
         pod, want = self.pod_shape(kind, job) if self.rooms else (None, 0)
         fits = self._fits(pod, want, views) if pod is not None else {}
         if self.rooms:
-            priority = self.priority(kind, job)[0] if self.fair else 0
             entry = Waiting((str(job["metadata"].get("creationTimestamp") or ""), uid), frozenset(), key_of(job),
                             tenant, priority, demand)
             since = self.waiting.since(uid)
@@ -269,20 +269,28 @@ class Placer:
         why = explain(self.cfg.placement.value, views, chosen, pin)
         return Choice(chosen, why + (f"; room on {chosen}: {fits[chosen].why}" if chosen in fits else ""), pod, want)
 
-    def _check_quota(self, uid: str, job: Obj, tenant: str, demand: Mapping[str, int]) -> None:
+    def _check_quota(self, uid: str, job: Obj, tenant: str, demand: Mapping[str, int], priority: int) -> None:
+        """Raise WaitingForQuota (or OverQuotaForever) when placing the Job would take its tenant past its
+        quota; a Job that waits for quota holds no worker against others (it leaves the room line)."""
         quota = self._quotas.get(tenant)
         if quota is None or quota.unlimited:
             return
         never = never_within(demand, quota)
         if never:
-            self._drop_quota_wait(uid)
+            self._stop_waiting(uid)
             raise OverQuotaForever(f"tenant {tenant}: {never}")
-        over = over_quota(self.running.usage(tenant), self.running.jobs(tenant), demand, quota)
+        used, jobs = self.running.usage(tenant), self.running.jobs(tenant)
+        own = self.running.get(uid)
+        if own is not None and own.tenant == tenant:  # a Job moving: what it holds now is not counted twice
+            used = {r: v - own.demand.get(r, 0) for r, v in used.items()}
+            jobs -= 1
+        over = over_quota(used, jobs, demand, quota)
         if over is None:
             self._drop_quota_wait(uid)
             return
+        self._stop_waiting(uid)
         created = (str(job["metadata"].get("creationTimestamp") or ""), uid)
-        self._over_quota.setdefault(tenant, {})[uid] = ((0, created),
+        self._over_quota.setdefault(tenant, {})[uid] = (within_tenant(priority, created),
                                                         QueueKey(self._kind_of.get(uid, ""), key_of(job)))
         why = f"tenant {tenant} is at its quota: {over}; placed when its running work ends"
         self._why[uid] = why
@@ -490,8 +498,9 @@ class Placer:
             out.append(QueueEntry(self._kind_of.get(uid, ""), w.key, w.tenant, w.priority, self.share(w.tenant),
                                   now - (self.waiting.since(uid) or now), self._why.get(uid, ""), starts))
         for tenant, waiting in sorted(self._over_quota.items()):
-            for uid, (_, qk) in sorted(waiting.items(), key=lambda kv: kv[1][0]):
-                out.append(QueueEntry(qk.kind, qk.key, tenant, 0, self.share(tenant), 0.0, self._why.get(uid, "")))
+            for uid, (within, qk) in sorted(waiting.items(), key=lambda kv: kv[1][0]):
+                out.append(QueueEntry(qk.kind, qk.key, tenant, -within[0], self.share(tenant), 0.0,
+                                      self._why.get(uid, "")))
         return out
 
     def export(self) -> None:

@@ -287,6 +287,10 @@ def not_now_reason(shape: PodShape, nodes: Sequence[NodeRoom]) -> str:
         best = max(n.free(res) for n in usable)
         if best < want:
             return f"largest free node has {show(res, max(best, 0))} {res} < {show(res, want)} {res} requested"
+    tainted = [untolerated(shape, n.taints) for n in usable]
+    if all(tainted):  # a passing taint (a node not Ready yet, under pressure): its lasting ones never get here
+        t = tainted[0][0]
+        return f"every node that could run it has an untolerated taint now ({t.key}={t.value}:{t.effect})"
     return "host ports taken on every node that could run it"
 
 

@@ -257,6 +257,13 @@ async def test_black_holed_worker_does_not_delay_the_other(client_for: ClientFor
         running = await env.create(make_job("running", duration_ms=8000, annotations={ANNOTATION_PIN: "worker-2"}))
         for j in (stuck, running):
             await wait_for(lambda j=j: env.copies(j["metadata"]["uid"]), timeout=30, what="copies dispatched")
+
+        async def stuck_started() -> bool:
+            s = await env.get("stuck")
+            return bool(s and (s.get("status") or {}).get("startTime"))
+
+        # What it shows after the freeze is its last mirrored status: wait for one (a loaded machine is slow).
+        await wait_for(stuck_started, timeout=30, what="the stuck Job's start mirrored before the freeze")
         w1.freeze()
         try:
             t0 = time.monotonic()
