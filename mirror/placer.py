@@ -244,6 +244,7 @@ class Placer:
         self._check_quota(uid, job, tenant, demand, priority)
         pod, want = self.pod_shape(kind, job) if self.rooms else (None, 0)
         fits = self._fits(pod, want, views) if pod is not None else {}
+        fits.update(self._missing_classes(kind, job, views))
         if self.rooms:
             entry = Waiting((str(job["metadata"].get("creationTimestamp") or ""), uid), frozenset(), key_of(job),
                             tenant, priority, demand)
@@ -339,6 +340,19 @@ class Placer:
         if not shapes or any(s != shapes[0] for s in shapes[1:]):
             return None, 0
         return shapes[0], max(1, sum(d.pods for d in demand))
+
+    def _missing_classes(self, kind: MirroredKind, job: Obj, views: Sequence[WorkerView]) -> dict[str, WorkerFit]:
+        """Workers that serve no PriorityClass the Job's pods name: never a fit there (their API server
+        would refuse every pod of the copy), said like any other reason a worker can never run it."""
+        names = sorted({str(n) for d in kind.pod_demand(job)
+                        if (n := (d.template.get("spec") or {}).get("priorityClassName"))})
+        out = {}
+        for v in views:
+            room = self.rooms.get(v.name)
+            missing = [n for n in names if room is not None and room.lacks_class(n)]
+            if v.healthy and missing:
+                out[v.name] = WorkerFit(False, 0, f"serves no PriorityClass {missing[0]} (create it there)")
+        return out
 
     def _fits(self, shape: PodShape, want: int, views: Sequence[WorkerView]) -> dict[str, WorkerFit]:
         """How one pod of ``shape`` fits each healthy worker whose room is known (synced, with nodes)."""

@@ -23,7 +23,7 @@ from typing import Any
 
 from kruntime.client import ClusterClient
 from kruntime.informer import Informer
-from kruntime.resources import NODES, PODS, Obj
+from kruntime.resources import NODES, PODS, PRIORITY_CLASSES, Obj
 from mirror import metrics
 from mirror.room.fit import NodeRoom, WorkerFit, node_room, pods_fitting_now, worker_fit
 from mirror.room.quantity import HUGE, show
@@ -306,6 +306,11 @@ def _same(a: Sequence[NodeRoom], b: Sequence[NodeRoom]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
+def _name_only(obj: Obj) -> Obj:
+    md = obj.get("metadata") or {}
+    return {"metadata": {"name": md.get("name", ""), "resourceVersion": md.get("resourceVersion", "")}}
+
+
 class RoomView:
     """The room of one worker, from two informers on its watch client."""
 
@@ -316,6 +321,9 @@ class RoomView:
         self.pods = Informer(client, PODS, field_selector=NOT_TERMINAL, transform=slim_pod)
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node)
+        #: the worker's PriorityClasses, by name only: a copy whose pods name one it lacks never
+        #: creates a pod there (admission refuses them), so the fit says "never" for that worker
+        self.classes = Informer(client, PRIORITY_CLASSES, transform=_name_only)
         self.loads = Loads()
         #: in the order they were made (a new one is applied on top of the cached rooms)
         self.reserved: dict[str, Reservation] = {}
@@ -350,7 +358,12 @@ class RoomView:
             self.on_room(self.worker)
 
     def informers(self) -> list[Informer]:
-        return [self.nodes, self.pods]
+        return [self.nodes, self.pods, self.classes]
+
+    def lacks_class(self, name: str) -> bool:
+        """Whether the worker surely serves no PriorityClass ``name`` (False while its classes are not known:
+        a worker that does not let us list them is judged by its pods' admission, as before)."""
+        return self.classes.synced.is_set() and self.classes.get(name) is None
 
     @property
     def synced(self) -> bool:

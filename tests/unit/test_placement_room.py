@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from kruntime.resources import PODS, Obj
+from kruntime.resources import PODS, PRIORITY_CLASSES, Obj
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, ANNOTATION_PLACEMENT_REASON, ANNOTATION_WORKER_SELECTOR
 from mirror.placement import NoWorker, NoWorkerFits, WaitingForRoom, WorkerView, narrow_by_room, select_by_labels
 from mirror.room.fit import WorkerFit
@@ -282,3 +282,25 @@ async def test_the_worker_selector_picks_among_the_configured_labels() -> None:
         await f.sync("bad")
         assert ANNOTATION_CLUSTER not in placed(f, "bad")
         assert [r for r, m in f.events("bad") if "jobmirror.dev/worker-selector" in m] == ["NoWorker"]
+
+
+def with_class(name: str, cls: str) -> Obj:
+    j = job(name)
+    j["spec"]["template"]["spec"]["priorityClassName"] = cls
+    return j
+
+
+async def test_a_worker_that_lacks_the_jobs_priority_class_is_never_chosen() -> None:
+    """Its API server would refuse every pod of the copy: the fit says never, naming the class."""
+    async with fake_fleet(nodes=NODES) as f:
+        f.workers["worker-2"].seed(PRIORITY_CLASSES.path(), {"metadata": {"name": "high"}, "value": 1000})
+        await f.settle()
+        await f.create(with_class("urgent", "high"))
+        await f.sync("urgent")
+        assert placed(f, "urgent")[ANNOTATION_CLUSTER] == "worker-2"  # least loaded would tie-break to worker-1
+        await f.create(with_class("nowhere", "critical"))
+        await f.sync("nowhere")
+        assert ANNOTATION_CLUSTER not in placed(f, "nowhere")
+        assert [m for r, m in f.events("nowhere") if r == "NoWorkerFits"] == [
+            "cannot dispatch: no worker could ever run its pod: worker-1: serves no PriorityClass critical (create it "
+            "there); worker-2: serves no PriorityClass critical (create it there)"]
