@@ -297,6 +297,27 @@ def fairness(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "samples": len(js), "samplesAllWaiting": sum(1 for s in samples if s["allWaiting"])}
 
 
+def all_waiting_at_top(rows: Sequence[Mapping[str, Any]], t: float, tenants: Iterable[str]) -> bool:
+    """Every tenant has a Job waiting at ``t`` at the highest priority any waiting Job has: the
+    moments fair share, not priority, decides between them. ``rows``: ``perJob`` entries
+    (``createdAt``/``placedAt`` seconds since t0, ``priority`` a PriorityClass name)."""
+    waiting = [r for r in rows if r.get("createdAt") is not None and r["createdAt"] <= t
+               and (r.get("placedAt") is None or t < r["placedAt"])]
+    if not waiting:
+        return False
+    top = max(PRIORITY_CLASSES[r["priority"]] for r in waiting)
+    return set(tenants) <= {r["tenant"] for r in waiting if PRIORITY_CLASSES[r["priority"]] == top}
+
+
+def fairness_same_priority(samples: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]],
+                           tenants: Iterable[str] = TENANTS) -> dict[str, Any]:
+    """``fairness`` over only the samples where every tenant waits at the top waiting priority (a
+    tenant whose waiting Jobs are all of a lower priority than another's is behind by priority, which
+    comes first by design)."""
+    ts = list(tenants)
+    return fairness([{**sm, "allWaiting": all_waiting_at_top(rows, sm["t"], ts)} for sm in samples])
+
+
 @dataclass(frozen=True)
 class Placed:
     """What the inversion count needs of one Job."""
@@ -519,7 +540,7 @@ def order_figures(jobs: Sequence[TenantJob], seen: pl.Seen, spans: SpanWatch, su
     completes = [seen.jobs[j.name].complete if j.name in seen.jobs else None for j in jobs]
     # as bench placement: first creationTimestamp → last Complete condition (object stamps, 1 s)
     ms = pl.makespan([seen.jobs[j.name].created if j.name in seen.jobs else None for j in jobs], completes)
-    return {
+    out: dict[str, Any] = {
         "makespanSeconds": ms,
         "makespanOverBound": round(ms / bound, 3) if ms is not None and bound else None,
         "completed": sum(1 for c in completes if c is not None),
@@ -536,9 +557,11 @@ def order_figures(jobs: Sequence[TenantJob], seen: pl.Seen, spans: SpanWatch, su
                              "byPriority": {pc: {"jobs": len(v), "p50": _round(stats.percentile(v, 50)),
                                                  "p99": _round(stats.percentile(v, 99))} for pc, v in by_prio.items()}},
         "fairness": fairness(samples),
+        "fairnessSamePriority": None,  # filled in below from perJob
         "fairnessNote": "Jain's index of the tenants' dominant shares (DRF over cpu, memory, gpu of their running "
                         "pods ÷ fleet allocatable, weight 1 each), sampled every "
-                        f"{step:g} s while every tenant had a Job waiting",
+                        f"{step:g} s while every tenant had a Job waiting; fairnessSamePriority: only the seconds "
+                        "every tenant had a Job waiting at the highest priority then waiting",
         "priorityInversions": len(strict),
         "priorityInversionsLoose": len(loose),
         "priorityInversionsInLine": len(in_line) if said else None,
@@ -556,6 +579,8 @@ def order_figures(jobs: Sequence[TenantJob], seen: pl.Seen, spans: SpanWatch, su
                     "timeToStart": to_start.get(j.name), "createdAt": rel(created.get(j.name)),
                     "placedAt": rel(placed[j.name]), "saidWaitingAt": rel(said.get(j.name))} for j in jobs],
     }
+    out["fairnessSamePriority"] = fairness_same_priority(samples, out["perJob"])
+    return out
 
 
 async def run_order(order: str, jobs: Sequence[TenantJob], nodes: Mapping[str, Sequence[NodeRoom]],
@@ -734,7 +759,8 @@ def markdown_table(result: Mapping[str, Any]) -> str:
     """One row per order: the issue's figures side by side (waits: create → placed, seconds)."""
     lb = result.get("lowerBound") or {}
     head = ["order", "makespan s (÷ bound)", "Complete"] + [f"{t} wait p50 / p99" for t in TENANTS] + [
-        "small p99 wait in burst (÷ Job length)", "Jain (min), s", "inversions (in line; loose)", "manager calls/Job"]
+        "small p99 wait in burst (÷ Job length)", "Jain (min), s", "Jain same priority, s",
+        "inversions (in line; loose)", "manager calls/Job"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     n = result["workload"]["jobs"]
     for order, r in result["orders"].items():
@@ -745,11 +771,12 @@ def markdown_table(result: Mapping[str, Any]) -> str:
               else f"did not finish in {_f(r['runSeconds'])}")
         wt = [f"{_f(r['waitSeconds'].get(t, {}).get('p50'))} / {_f(r['waitSeconds'].get(t, {}).get('p99'))}"
               for t in TENANTS]
-        s, fa = r["smallDuringBurst"], r["fairness"]
+        s, fa, sp = r["smallDuringBurst"], r["fairness"], r.get("fairnessSamePriority") or {}
         lines.append("| " + " | ".join([
             order, ms, f"{r['completed']}/{n}", *wt,
             f"{_f(s['p99'])}" + (f" ({_f(s['p99OverMeanLength'], 1)}x)" if s["p99OverMeanLength"] is not None else ""),
             f"{_f(fa['mean'], 2)} ({_f(fa['min'], 2)}), {fa['samples']}",
+            f"{_f(sp.get('mean'), 2)}, {sp.get('samples', '-')}",
             f"{r['priorityInversions']} ({_f(r.get('priorityInversionsInLine'))}; {r['priorityInversionsLoose']})",
             _f(r["managerCallsPerJob"], 2)]) + " |")
     lines.append(f"\nlower bound {_f(lb.get('seconds'))} s ({lb.get('binding')}); waits: create sent → placed (s); "

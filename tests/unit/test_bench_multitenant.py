@@ -209,6 +209,37 @@ def test_fairness_is_taken_only_while_every_tenant_waits() -> None:
     assert mt.fairness(samples[:1]) == {"mean": None, "min": None, "samples": 0, "samplesAllWaiting": 0}
 
 
+def row(tenant: str, prio: str, created: float, placed: float | None) -> dict[str, Any]:
+    return {"tenant": tenant, "priority": prio, "createdAt": created, "placedAt": placed}
+
+
+@pytest.mark.parametrize(("rows", "t", "want"), [
+    # everybody waits, all low: fair share decides
+    ([row("burst", mt.LOW, 0, 9), row("small-a", mt.LOW, 1, 9), row("small-b", mt.LOW, 1, 9)], 2.0, True),
+    # the burst also has a high Job waiting: priority decides, the small tenants are behind by priority
+    ([row("burst", mt.HIGH, 0, 9), row("burst", mt.LOW, 0, 9), row("small-a", mt.LOW, 1, 9),
+      row("small-b", mt.LOW, 1, 9)], 2.0, False),
+    # ... until it is placed
+    ([row("burst", mt.HIGH, 0, 1.5), row("burst", mt.LOW, 0, 9), row("small-a", mt.LOW, 1, 9),
+      row("small-b", mt.LOW, 1, None)], 2.0, True),
+    # one tenant waits for nothing
+    ([row("burst", mt.LOW, 0, 9), row("small-a", mt.LOW, 1, 9), row("small-b", mt.LOW, 3, 9)], 2.0, False),
+    ([], 2.0, False),
+])
+def test_all_waiting_at_the_top_priority(rows: list[dict[str, Any]], t: float, want: bool) -> None:
+    assert mt.all_waiting_at_top(rows, t, mt.TENANTS) is want
+
+
+def test_fairness_at_the_same_priority_leaves_out_the_seconds_priority_decided() -> None:
+    rows = [row("burst", mt.HIGH, 0, 1.5), row("burst", mt.LOW, 0, 9), row("small-a", mt.LOW, 0, 9),
+            row("small-b", mt.LOW, 0, 9)]
+    samples = [{"t": 1.0, "shares": {"burst": 0.9, "small-a": 0.0, "small-b": 0.0}, "allWaiting": True},
+               {"t": 2.0, "shares": {"burst": 0.3, "small-a": 0.3, "small-b": 0.3}, "allWaiting": True}]
+    assert mt.fairness(samples)["samples"] == 2
+    assert mt.fairness_same_priority(samples, rows) == {"mean": 1.0, "min": 1.0, "samples": 1,
+                                                        "samplesAllWaiting": 1}
+
+
 # -- priority inversions ------------------------------------------------------------------------------
 
 ONE = {"cpu": 1000, "memory": 2 << 30}
@@ -312,6 +343,7 @@ def fake_order(order: str, makespan: float | None) -> dict[str, Any]:
             "waitSeconds": {t: {"p50": 1.0, "p99": 2.0} for t in mt.TENANTS},
             "smallDuringBurst": {"p99": 3.0, "p99OverMeanLength": 0.6}, "fairness": {"mean": 0.9, "min": 0.5,
                                                                                      "samples": 4},
+            "fairnessSamePriority": {"mean": 0.95, "samples": 3},
             "priorityInversions": 0, "priorityInversionsLoose": 2, "priorityInversionsInLine": 0,
             "managerCallsPerJob": 9.1, "perJob": per_job,
             "sharesOverTime": [{"t": 0.0, "shares": {"burst": 0.5, "small-a": 0.1, "small-b": 0.0},
@@ -330,7 +362,7 @@ def test_markdown_table_has_a_row_per_order() -> None:
     rows = [line for line in table.splitlines() if line.startswith("| ")]
     assert rows[1].startswith("| Arrival | 52.0 (1.30x) | 3/3 | 1.0 / 2.0 |")
     assert "| FairShare | did not finish in 60.0 |" in table and "| Broken | failed: boom |" in table
-    assert "| 0 (0; 2) |" in rows[1] and "0.90 (0.50), 4" in rows[1]
+    assert "| 0 (0; 2) |" in rows[1] and "0.90 (0.50), 4 | 0.95, 3 |" in rows[1]
     assert all(r.count("|") == rows[0].count("|") for r in rows)
 
 
