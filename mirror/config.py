@@ -111,6 +111,20 @@ Address = Annotated[str, AfterValidator(_address),
                     WithJsonSchema({"type": "string", "pattern": f"^(|{_ADDRESS.pattern[1:-1]})$"})]
 
 
+def dns_label(v: str) -> str:
+    """``v`` if it is a DNS label (a name in events, metrics labels and annotations), else a ValueError."""
+    if not _DNS_LABEL.match(v) or len(v) > 63:
+        raise ValueError(f"{v!r} is not a DNS label (lowercase letters, digits, '-', ≤ 63 chars)")
+    return v
+
+
+def unique_names(what: str, names: list[str]) -> None:
+    """A ValueError naming every name given twice (``what``: 'worker', 'tenant')."""
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"duplicate {what} names: {', '.join(dupes)}")
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=_camel, populate_by_name=True, extra="forbid")
 
@@ -193,9 +207,7 @@ class Worker(_Model):
     @field_validator("name")
     @classmethod
     def _dns_label(cls, v: str) -> str:
-        if not _DNS_LABEL.match(v) or len(v) > 63:
-            raise ValueError(f"{v!r} is not a DNS label (lowercase letters, digits, '-', ≤ 63 chars)")
-        return v
+        return dns_label(v)
 
 
 class SchedulingOrder(StrEnum):
@@ -250,9 +262,7 @@ class Tenant(_Model):
     @field_validator("name")
     @classmethod
     def _dns_label(cls, v: str) -> str:
-        if not _DNS_LABEL.match(v) or len(v) > 63:
-            raise ValueError(f"{v!r} is not a DNS label (lowercase letters, digits, '-', ≤ 63 chars)")
-        return v
+        return dns_label(v)
 
     @field_validator("namespaces")
     @classmethod
@@ -290,10 +300,7 @@ class Scheduling(_Model):
     @field_validator("tenants")
     @classmethod
     def _unique_tenants(cls, v: list[Tenant]) -> list[Tenant]:
-        names = [t.name for t in v]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"duplicate tenant names: {', '.join(dupes)}")
+        unique_names("tenant", [t.name for t in v])
         return v
 
 
@@ -414,8 +421,8 @@ class Config(BaseSettings):
         "pods get in the workers, see deploy/worker/)."))
     kinds: list[Literal["Job", "JobSet"]] = Field(["Job"], min_length=1, description=(
         "The kinds mirrored: `Job` (batch/v1) and `JobSet` (jobset.x-k8s.io/v1alpha2: the manager must serve "
-        "its CRD, every worker run JobSet, and the RBAC must grant jobsets). JobSet is a preview: the shipped "
-        "RBAC (deploy/, the chart) does not grant jobsets yet and `kubectl jobmirror` shows Jobs only."))
+        "its CRD and every worker run JobSet; RBAC: deploy/jobset/, or the chart when config.kinds names "
+        "JobSet). See docs/jobsets.md."))
     unschedulable_timeout: float = Field(300.0, gt=0, description=(
         "Seconds a copy's pod may stay unschedulable before a CopyUnschedulable event (and, with RoomAware, "
         "an unpinned copy that never started is moved)."))
@@ -478,10 +485,7 @@ class Config(BaseSettings):
         # A field validator, so the error is reported at ``workers``, not at the top level.
         if not v:
             raise ValueError("at least one worker is required")
-        names = [w.name for w in v]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"duplicate worker names: {', '.join(dupes)}")
+        unique_names("worker", [w.name for w in v])
         return v
 
     @classmethod
