@@ -137,16 +137,7 @@ def jobset_row(jobset: Obj, now: datetime) -> dict[str, Any]:
 
 def format_jobsets(rows: list[dict[str, Any]], wide: bool = False) -> str:
     """The JobSet table: SUCCEEDED/FAILED/ACTIVE count child Jobs (a JobSet's status counts Jobs, not pods)."""
-    head = (f"{'JOBSET':40s} {'WORKER':12s} {'STATE':10s} {'SUCCEEDED':>9s} {'FAILED':>6s} {'ACTIVE':>6s} "
-            f"{'RESTARTS':>8s} LAST SYNC")
-    lines = [head + ("  REMOTE NAME  PLACEMENT" if wide else "")]
-    for r in rows:
-        line = (f"{r['jobset']:40s} {r['worker']:12s} {r['state']:10s} {r['succeeded']:>9} {r['failed']:>6} "
-                f"{r['active']:>6} {r['restarts']:>8} {r['lastSync']}")
-        if wide:
-            line += f"  {r['remoteName']}  {r['placement']}"
-        lines.append(line)
-    return "\n".join(lines)
+    return format_status(rows, wide, name=("JOBSET", "jobset"), extra=(("RESTARTS", "restarts", 8),))
 
 
 def select_rows(rows: list[dict[str, Any]], worker: str | None, state: str | None) -> list[dict[str, Any]]:
@@ -154,12 +145,18 @@ def select_rows(rows: list[dict[str, Any]], worker: str | None, state: str | Non
             and (state is None or r["state"].lower() == state.lower())]
 
 
-def format_status(rows: list[dict[str, Any]], wide: bool = False) -> str:
-    head = f"{'JOB':40s} {'WORKER':12s} {'STATE':10s} {'SUCCEEDED':>9s} {'FAILED':>6s} {'ACTIVE':>6s} LAST SYNC"
+def format_status(rows: list[dict[str, Any]], wide: bool = False, *, name: tuple[str, str] = ("JOB", "job"),
+                  extra: tuple[tuple[str, str, int], ...] = ()) -> str:
+    """The status table: ``name`` is the first column's title and row key, ``extra`` more counters
+    (title, row key, width) before LAST SYNC."""
+    more_head = "".join(f"{title:>{width}s} " for title, _, width in extra)
+    head = (f"{name[0]:40s} {'WORKER':12s} {'STATE':10s} {'SUCCEEDED':>9s} {'FAILED':>6s} {'ACTIVE':>6s} "
+            f"{more_head}LAST SYNC")
     lines = [head + ("  REMOTE NAME  PLACEMENT" if wide else "")]
     for r in rows:
-        line = (f"{r['job']:40s} {r['worker']:12s} {r['state']:10s} {r['succeeded']:>9} {r['failed']:>6} "
-                f"{r['active']:>6} {r['lastSync']}")
+        more = "".join(f"{r[key]:>{width}} " for _, key, width in extra)
+        line = (f"{r[name[1]]:40s} {r['worker']:12s} {r['state']:10s} {r['succeeded']:>9} {r['failed']:>6} "
+                f"{r['active']:>6} {more}{r['lastSync']}")
         if wide:
             line += f"  {r['remoteName']}  {r['placement']}"
         lines.append(line)
