@@ -84,6 +84,8 @@ NO_WORKER_FITS = Counter("jobmirror_no_worker_fits_total", "Placements refused b
                          "Job's pod (NoWorkerFits events, before their once-per-Job filter)")
 JOBS_WAITING_FOR_ROOM = Gauge("jobmirror_jobs_waiting_for_room", "Jobs kept in the manager because no worker that "
                               "could run them has room now, or an older waiting Job holds it (placement RoomAware)")
+BACKFILLS = Counter("jobmirror_backfills_total", "Jobs placed on a worker that a Job ahead of them in line waited "
+                    "for, because they end before that Job could start there (scheduling.backfill)", ["worker"])
 TENANT_RUNNING = Gauge("jobmirror_tenant_running_jobs", "Placed, unfinished Jobs of a tenant across the fleet "
                        "(scheduling.tenants; a namespace no tenant lists is its own)", ["tenant"])
 TENANT_WAITING = Gauge("jobmirror_tenant_waiting_jobs", "Jobs of a tenant waiting in the manager for room or for "

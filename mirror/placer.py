@@ -245,16 +245,23 @@ class Placer:
         pod, want = self.pod_shape(kind, job) if self.rooms else (None, 0)
         fits = self._fits(pod, want, views) if pod is not None else {}
         fits.update(self._missing_classes(kind, job, views))
+        backfilled: set[str] = set()  # held workers this Job may take because it ends before their head starts
         if self.rooms:
             entry = Waiting((str(job["metadata"].get("creationTimestamp") or ""), uid), frozenset(), key_of(job),
                             tenant, priority, demand)
             since = self.waiting.since(uid)
             rank = self._rank(entry, now if since is None else since, now)
             length = self.length(job) if self.fair and self.cfg.scheduling.backfill else None
+
+            def backfills(w: str, head: str) -> bool:
+                if self._backfills(w, head, length, now):
+                    backfilled.add(w)
+                    return True
+                return False
+
             try:
                 views = narrow_by_room(views, fits, pin, rank=rank, waiting=self.waiting, now=now,
-                                       hold=self.cfg.head_of_line_hold, since=since,
-                                       backfills=lambda w, head: self._backfills(w, head, length, now))
+                                       hold=self.cfg.head_of_line_hold, since=since, backfills=backfills)
             except WaitingForRoom as wait:
                 self.waiting.add(uid, Waiting(entry.order, wait.could, entry.key, tenant, priority, demand), now)
                 self._why[uid] = str(wait)
@@ -268,6 +275,9 @@ class Placer:
         if chosen is None:
             raise NoWorker("the placement policy chose none")
         why = explain(self.cfg.placement.value, views, chosen, pin)
+        if chosen in backfilled:
+            metrics.BACKFILLS.labels(chosen).inc()
+            why += "; backfilled: it ends before the Job first in line there could start"
         return Choice(chosen, why + (f"; room on {chosen}: {fits[chosen].why}" if chosen in fits else ""), pod, want)
 
     def _check_quota(self, uid: str, job: Obj, tenant: str, demand: Mapping[str, int], priority: int) -> None:
