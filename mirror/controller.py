@@ -32,9 +32,9 @@ from mirror.kinds import MirroredKind, QueueKey
 from mirror.naming import FIELD_MANAGER, FINALIZER
 from mirror.placement import policy_for
 from mirror.placer import Placer
-from mirror.propagation import newly_decided, status_changed
 from mirror.reconciler import Reconciler
 from mirror.room.view import RoomView
+from mirror.status_lag import newly_decided, status_changed
 from mirror.worker_events import WorkerEvents
 from mirror.workers import WorkerCluster
 

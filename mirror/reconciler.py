@@ -92,8 +92,8 @@ from mirror.naming import (
 from mirror.placement import NoWorker, PlacementPolicy, WaitingForRoom
 from mirror.placer import Choice, Placer, WaitingForQuota
 from mirror.plan import MAX_ACTIONS, Action, Do, Found, Group, next_action
-from mirror.propagation import StatusLag
 from mirror.room.view import RoomView
+from mirror.status_lag import StatusLag
 from mirror.worker_calls import WorkerCalls
 from mirror.workers import WorkerBusy, WorkerCluster
 

@@ -23,7 +23,7 @@ from mirror.config import Config
 CHART = Path(__file__).resolve().parent.parent / "deploy" / "helm" / "jobmirror"
 #: The command the chart's committed README and schema name: still the old one until the chart is regenerated
 #: (deploy/ was being edited elsewhere when the generator moved); then it becomes ``python -m refdocs``.
-CHART_REGENERATE = "python -m mirror.docs"
+CHART_REGENERATE = "python -m refdocs"
 _KEY = re.compile(r"^(\s*)([A-Za-z][A-Za-z0-9_]*):(.*)$")
 _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
 

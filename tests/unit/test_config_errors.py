@@ -19,8 +19,9 @@ from pydantic.fields import FieldInfo
 
 from kruntime import identity as kidentity
 from kruntime.client import ApiError
-from mirror import cli, docs
+from mirror import cli
 from mirror.config import UNLIMITED, Config, ConfigError, load_config
+from refdocs import generate as docs
 
 W = "workers:\n  - {name: w1, kubeconfig: /k/w1}\n"
 RATE = "is not a rate; write requests per second above 0, or 'unlimited' to turn client throttling off"
@@ -212,6 +213,7 @@ def test_every_documented_key_loads_under_its_documented_spelling() -> None:
     """A file with every key docs/reference/configuration.md names, spelled as it names them, loads."""
     data = {f.alias or n: _example(f) for n, f in Config.model_fields.items()}
     data["controllerName"] = Config.model_fields["controller_name"].default
+    data["scheduling"]["tenants"][0]["quota"] = {"cpu": "8", "jobs": 3}  # quantities, not any string
     missing = [k.key for k in docs.config_keys() if not _has(data, k.key)]
     assert not missing, missing
     Path("config.yaml").write_text(yaml.safe_dump(data))
