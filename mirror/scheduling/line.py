@@ -2,10 +2,12 @@
 
 Who is first for a worker is the best-ranked waiting Job that could run there; the rank is the
 scheduling order's (:mod:`mirror.scheduling.order`), given as a function, since a tenant's share
-changes as its Jobs start and end. Each (worker, tenant) keeps a heap of its Jobs in the tenant's
-own order (priority, then creation), so finding the first for a worker ranks one head per tenant:
-O(tenants + log n), not a scan of every waiting Job (with thousands waiting, a scan on every
-placement and room change starved the event loop in the 10,000-Job run).
+changes as its Jobs start and end. Each (worker, tenant) keeps its Jobs in two heaps: in the
+tenant's own order (priority, then creation) and by priority, then when each began waiting (the
+order of those that waited past the starvation age, whose wait may have begun out of creation
+order). Finding the first for a worker ranks two heads per tenant: O(tenants + log n), not a scan
+of every waiting Job (with thousands waiting, a scan on every placement and room change starved
+the event loop in the 10,000-Job run).
 
 A Job first in line holds the workers it waits for against Jobs behind it, for a bounded time
 (:func:`hold_lapses_at`), so that no Job of any tenant keeps another from room for longer.
@@ -67,7 +69,21 @@ def holds(ahead_since: float, behind_since: float, now: float, hold: float) -> b
     return now < hold_lapses_at(ahead_since, behind_since, hold)
 
 
-_Entry = tuple[tuple[int, tuple[str, str]], float, str]
+_Entry = tuple[Any, float, str]
+
+
+def _by_creation(w: Waiting, since: float) -> Any:
+    return w.within
+
+
+def _by_since(w: Waiting, since: float) -> Any:
+    return (w.within[0], since, w.within[1])
+
+
+#: the orders of a tenant's heaps per worker: every rank's order within one tenant is one of them
+#: at each tenant's best Job (mirror.scheduling.order: aged Jobs by when they began waiting)
+_ORDERS = (_by_creation, _by_since)
+_Heaps = list[list[_Entry]]
 
 
 class WaitingLine(Mapping[str, Waiting]):
@@ -78,11 +94,11 @@ class WaitingLine(Mapping[str, Waiting]):
         #: per uid, the clock time it began waiting (kept while it waits, however often re-added)
         self._since: dict[str, float] = {}
         self.rank_of: Ranker = rank
-        #: per worker, per tenant, its waiting Jobs in the tenant's order
-        self._lines: dict[str, dict[str, list[_Entry]]] = {}
+        #: per worker, per tenant, its waiting Jobs in each of the _ORDERS
+        self._lines: dict[str, dict[str, _Heaps]] = {}
         #: the same, only the Jobs whose hold may not have lapsed (:meth:`holder`): one whose hold
         #: lapsed never holds again in this wait, so it leaves the top for good
-        self._holders: dict[str, dict[str, list[_Entry]]] = {}
+        self._holders: dict[str, dict[str, _Heaps]] = {}
         for uid, w in (jobs or {}).items():
             self.add(uid, w, now)
 
@@ -103,12 +119,13 @@ class WaitingLine(Mapping[str, Waiting]):
         since = self._since.setdefault(uid, now)
         for worker in waiting.could:
             for lines in (self._lines, self._holders):
-                heap = lines.setdefault(worker, {}).setdefault(waiting.tenant, [])
-                heapq.heappush(heap, (waiting.within, since, uid))
-                if len(heap) > 2 * len(self._jobs) + 16:  # mostly stale entries: keep the heap small
-                    heap[:] = [(w.within, self._since[u], u) for u, w in self._jobs.items()
-                               if worker in w.could and w.tenant == waiting.tenant]
-                    heapq.heapify(heap)
+                heaps = lines.setdefault(worker, {}).setdefault(waiting.tenant, [[] for _ in _ORDERS])
+                for heap, key in zip(heaps, _ORDERS, strict=True):
+                    heapq.heappush(heap, (key(waiting, since), since, uid))
+                    if len(heap) > 2 * len(self._jobs) + 16:  # mostly stale entries: keep the heap small
+                        heap[:] = [(key(w, self._since[u]), self._since[u], u) for u, w in self._jobs.items()
+                                   if worker in w.could and w.tenant == waiting.tenant]
+                        heapq.heapify(heap)
 
     def pop(self, uid: str) -> Waiting | None:
         self._since.pop(uid, None)
@@ -121,26 +138,29 @@ class WaitingLine(Mapping[str, Waiting]):
     def rank(self, uid: str, now: float) -> Any:
         return self.rank_of(self._jobs[uid], self._since[uid], now)
 
-    def _current(self, entry: _Entry, worker: str) -> bool:
-        within, since, uid = entry
+    def _current(self, entry: _Entry, worker: str, tenant: str, order: Callable[[Waiting, float], Any]) -> bool:
+        """Whether the entry is the Job as it waits now (not an earlier way: other workers, priority,
+        wait, or tenant — a namespace's labels seen or changed move its Jobs to another tenant)."""
+        key, since, uid = entry
         w = self._jobs.get(uid)
-        return w is not None and w.within == within and self._since.get(uid) == since and worker in w.could
+        return (w is not None and w.tenant == tenant and worker in w.could and self._since.get(uid) == since
+                and order(w, since) == key)
 
-    def _best(self, lines: dict[str, list[_Entry]], worker: str, now: float,
+    def _best(self, lines: dict[str, _Heaps], worker: str, now: float,
               keep: Callable[[_Entry], bool]) -> str | None:
         """The best-ranked head over the tenants' heaps (stale heads, and those ``keep`` refuses, dropped)."""
         best: tuple[Any, str] | None = None
         for tenant in list(lines):
-            heap = lines[tenant]
-            while heap and not (self._current(heap[0], worker) and keep(heap[0])):
-                heapq.heappop(heap)
-            if not heap:
+            for heap, order in zip(lines[tenant], _ORDERS, strict=True):
+                while heap and not (self._current(heap[0], worker, tenant, order) and keep(heap[0])):
+                    heapq.heappop(heap)
+                if heap:
+                    uid = heap[0][2]
+                    r = self.rank(uid, now)
+                    if best is None or r < best[0]:
+                        best = (r, uid)
+            if not any(lines[tenant]):
                 del lines[tenant]
-                continue
-            uid = heap[0][2]
-            r = self.rank(uid, now)
-            if best is None or r < best[0]:
-                best = (r, uid)
         return None if best is None else best[1]
 
     def first(self, worker: str, now: float = 0.0) -> str | None:

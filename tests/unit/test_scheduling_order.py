@@ -38,11 +38,13 @@ def first(rule: OrderRule, jobs: dict[str, tuple[int, tuple[str, str], float, fl
     ({"busy-almost": (0, T3, 0.9, 599.9), "idle": (0, T1, 0.0, 5.0)}, ["idle", "busy-almost"]),
     # ... never ahead of a higher priority, however long it waited
     ({"aged-low": (0, T1, 0.0, 1e6), "fresh-high": (1, T3, 0.9, 0.0)}, ["fresh-high", "aged-low"]),
-    # several aged: oldest creation first, share no longer counts
-    ({"aged-2": (0, T2, 0.0, 700.0), "aged-1": (0, T1, 0.9, 650.0)}, ["aged-1", "aged-2"]),
+    # several aged: the longest waiting first (its wait may have begun out of creation order), share
+    # no longer counts; the same wait: creation
+    ({"aged-2": (0, T2, 0.0, 700.0), "aged-1": (0, T1, 0.9, 650.0)}, ["aged-2", "aged-1"]),
+    ({"aged-2": (0, T2, 0.0, 700.0), "aged-1": (0, T1, 0.9, 700.0)}, ["aged-1", "aged-2"]),
 ], ids=["priority-beats-share-and-age", "negative-priority", "share-beats-arrival", "three-shares",
         "arrival-tie-break", "uid-tie-break", "aged-beats-share", "not-yet-aged", "aged-never-beats-priority",
-        "aged-by-creation"])
+        "aged-by-wait", "aged-same-wait-by-creation"])
 def test_fair_share_order(jobs: dict[str, tuple[int, tuple[str, str], float, float]], order: list[str]) -> None:
     assert first(FAIR, jobs) == order
 
