@@ -188,7 +188,7 @@ def test_the_ranked_line_answers_as_a_scan_of_every_waiting_job_would(seed: int,
             since.pop(uid, None)
         else:
             second = int(now) if since_follows_creation else rng.randrange(40_000)
-            w = jobs.get(uid) if uid in jobs and rng.random() < 0.5 else Waiting(
+            w = jobs[uid] if uid in jobs and rng.random() < 0.5 else Waiting(
                 created(second, uid) if uid not in jobs or not since_follows_creation else jobs[uid].order,
                 frozenset(rng.sample(workers, rng.randint(1, 3))), f"ns/{uid}",
                 rng.choice(tenants), rng.choice([0, 0, 0, 100]))
