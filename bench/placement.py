@@ -43,11 +43,12 @@ from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import JOBS, NODES, PODS, Obj, Resource
+from mirror.jobs.kind import pods_wanted
 from mirror.naming import ANNOTATION_CLUSTER, DEFAULT_CONTROLLER_NAME, FINALIZER
 from mirror.room.fit import NodeRoom, node_room, worker_fit
 from mirror.room.quantity import amounts
 from mirror.room.requests import PODS as POD_SLOTS
-from mirror.room.requests import pods_wanted, shape_of_template
+from mirror.room.requests import shape_of_template
 from testkit.waiting import ensure_namespace
 
 POLICIES = ("RoomAware", "LeastLoaded")

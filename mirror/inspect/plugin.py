@@ -39,7 +39,7 @@ from kruntime.resources import EVENTS, NODES, PODS, Obj, Resource
 from mirror.config import Config
 from mirror.inspect import kinds, reads
 from mirror.inspect.api import TOKEN_HEADER
-from mirror.jobs.kind import JOB_KIND
+from mirror.jobs.kind import JOB_KIND, pods_wanted
 from mirror.jobsets.kind import JOBSET_KIND
 from mirror.kinds import MirroredKind
 from mirror.naming import (
@@ -51,7 +51,7 @@ from mirror.naming import (
     FIELD_MANAGER,
 )
 from mirror.room.fit import NodeRoom, worker_fit
-from mirror.room.requests import pods_wanted, shape_of_template
+from mirror.room.requests import shape_of_template
 from mirror.room.view import NOT_TERMINAL, free_summary, room_totals, rooms_of
 
 #: where deploy/ (and the chart's release "jobmirror") puts the inspect API: namespace/scheme:service:port-name

@@ -14,7 +14,12 @@ from kruntime.resources import JOBS, Obj, Resource
 from mirror.jobs import remote_copy, status_translation
 from mirror.jobs.pods import JOB_PODS
 from mirror.kinds import CopyPods, PodDemand
-from mirror.room.requests import pods_wanted
+
+
+def pods_wanted(job_spec: Obj) -> int:
+    """How many pods of a Job run at once at most: ``min(parallelism, completions)`` (at least one, for the fit)."""
+    parallelism = int(job_spec.get("parallelism", 1) or 0)
+    return max(1, min(parallelism, int(job_spec.get("completions") or parallelism)))
 
 
 class JobKind:

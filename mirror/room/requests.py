@@ -113,9 +113,3 @@ def shape_of_template(template: Mapping[str, Any]) -> PodShape:
         tolerations=tuple(spec.get("tolerations") or ()),
         ports=host_ports(spec),
     )
-
-
-def pods_wanted(job_spec: Mapping[str, Any]) -> int:
-    """How many pods of a Job run at once at most: ``min(parallelism, completions)`` (at least one, for the fit)."""
-    parallelism = int(job_spec.get("parallelism", 1) or 0)
-    return max(1, min(parallelism, int(job_spec.get("completions") or parallelism)))

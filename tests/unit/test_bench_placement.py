@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from bench import placement as pl
+from mirror.jobs.kind import pods_wanted
 from mirror.room.fit import NodeRoom, node_room
-from mirror.room.requests import pods_wanted
 
 GPU = pl.GPU
 BIG = pl.NodeShape(1, "16", "64Gi", extended=((GPU, "4"),))
