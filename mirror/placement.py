@@ -18,9 +18,9 @@ from typing import Any, Protocol
 from mirror import metrics
 from mirror.naming import ANNOTATION_WORKER_SELECTOR
 from mirror.room.fit import WorkerFit
-from mirror.room.selector import SelectorError, matches
-from mirror.room.selector import parse as parse_selector
 from mirror.scheduling.line import WaitingLine
+from mirror.worker_selector import SelectorError, matches
+from mirror.worker_selector import parse as parse_selector
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,9 @@ class WorkerView:
     slow: bool = False
 
 
-class PlacementPolicy(Protocol):
+class WorkerChooser(Protocol):
+    """Picks one of the candidate workers (config.PlacementPolicy names which: LeastLoaded, RoundRobin)."""
+
     def choose(self, workers: Sequence[WorkerView], pinned: str | None) -> str | None: ...
 
 
@@ -182,7 +184,7 @@ def explain(policy: str, workers: Sequence[WorkerView], chosen: str, pinned: str
     return f"{policy}: chose {chosen}; unfinished copies per worker then: {load}"
 
 
-def policy_for(name: str) -> PlacementPolicy:
+def policy_for(name: str) -> WorkerChooser:
     """The policy that picks among the candidates (RoomAware narrows them first, then is LeastLoaded)."""
     if name == "RoundRobin":
         return RoundRobin()

@@ -30,8 +30,8 @@ from mirror.naming import ANNOTATION_EXPECTED_DURATION, ANNOTATION_PIN, ANNOTATI
 from mirror.placement import (
     NoWorker,
     NoWorkerFits,
-    PlacementPolicy,
     WaitingForRoom,
+    WorkerChooser,
     WorkerView,
     explain,
     narrow_by_room,
@@ -39,8 +39,6 @@ from mirror.placement import (
 )
 from mirror.room.fit import WorkerFit
 from mirror.room.requests import PodShape, shape_of_template
-from mirror.room.selector import SelectorError, matches
-from mirror.room.selector import parse as parse_selector
 from mirror.room.view import RoomView
 from mirror.scheduling.backfill import Release, estimated_start, expected_length, may_backfill
 from mirror.scheduling.line import Waiting, WaitingLine, heads, holds
@@ -48,6 +46,8 @@ from mirror.scheduling.order import OrderRule, within_tenant
 from mirror.scheduling.quota import Quota, never_within, over_quota, quota_of
 from mirror.scheduling.shares import Running, RunningWork, demand_of, weighted_share
 from mirror.scheduling.tenants import tenant_of
+from mirror.worker_selector import SelectorError, matches
+from mirror.worker_selector import parse as parse_selector
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ def recheck_after(first: bool, held_until: float | None, now: float, resync: flo
 
 
 class Placer:
-    def __init__(self, cfg: Config, workers: Mapping[str, WorkerCluster], policy: PlacementPolicy, *,
+    def __init__(self, cfg: Config, workers: Mapping[str, WorkerCluster], policy: WorkerChooser, *,
                  rooms: Mapping[str, RoomView] | None = None,
                  namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda _: None,
                  priority_class: Callable[[str], int | None] = lambda _: None,

@@ -89,7 +89,7 @@ from mirror.naming import (
     FINALIZER,
     derived_remote_name,
 )
-from mirror.placement import NoWorker, PlacementPolicy, WaitingForRoom
+from mirror.placement import NoWorker, WaitingForRoom, WorkerChooser
 from mirror.placer import Choice, Placer, WaitingForQuota
 from mirror.plan import MAX_ACTIONS, Action, Do, Found, Group, next_action
 from mirror.room.view import RoomView
@@ -185,7 +185,7 @@ class Reconciler:
     jobs: ObjectCache
     workers: dict[str, WorkerCluster]
     recorder: ObjectEvents
-    policy: PlacementPolicy
+    policy: WorkerChooser
     #: the manager cluster's identity (kube-system namespace UID), stamped on every copy
     manager_cluster: str = ""
     now: Callable[[], datetime] = utcnow

@@ -24,9 +24,9 @@ from mirror.placement import NoWorker, WorkerView, select_by_labels
 from mirror.room.fit import node_room, worker_fit
 from mirror.room.quantity import amount, show
 from mirror.room.requests import shape_of_template
-from mirror.room.selector import MAX_SELECTOR_LENGTH, SelectorError
-from mirror.room.selector import parse as parse_selector
 from mirror.room.view import Loads, free_summary, room_totals, slim_node, slim_pod
+from mirror.worker_selector import MAX_SELECTOR_LENGTH, SelectorError
+from mirror.worker_selector import parse as parse_selector
 
 pytestmark = [pytest.mark.security]
 

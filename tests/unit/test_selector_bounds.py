@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-import mirror.room.selector as selector_module
+import mirror.worker_selector as selector_module
 from mirror.placement import NoWorker, WorkerView, select_by_labels
-from mirror.room.selector import MAX_SELECTOR_LENGTH, Requirement, SelectorError, parse
+from mirror.worker_selector import MAX_SELECTOR_LENGTH, Requirement, SelectorError, parse
 
 #: 8N takes at most this many times N (linear: 8, ~12 measured on a loaded machine; the old
 #: quadratic parser: ~64)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirror.room.selector import SelectorError, matches, parse
+from mirror.worker_selector import SelectorError, matches, parse
 
 
 @pytest.mark.parametrize(("selector", "labels", "want"), [
