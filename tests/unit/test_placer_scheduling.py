@@ -1,0 +1,184 @@
+"""The scheduling order through whole passes (issue 35 item 7): the Placer in the real reconciler,
+on fake workers whose Nodes the room views watch (testkit/fakefleet.py). One worker with one 2-cpu
+node; Jobs of 1 cpu, so two run at once (their room is reserved until their pods are bound, which
+no kubelet does here) and a Job deleted by its user frees its room and its tenant's share.
+
+The fake API server stamps creationTimestamp from the wall clock in whole seconds; the tables set
+that clock (``stamps``) so the Jobs' creation order is theirs, not a sleep's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from kruntime.resources import JOBS, PRIORITY_CLASSES, Obj
+from mirror.naming import ANNOTATION_CLUSTER
+from testkit import fakecluster
+from testkit.fakefleet import FakeFleet, fake_fleet, job
+
+
+def node(name: str, cpu: str) -> Obj:
+    return {"metadata": {"name": name, "labels": {}}, "spec": {},
+            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+ONE_WORKER = {"worker-1": [node("n1", "2")]}
+
+
+class Stamps:
+    """The fake server's wall clock: each Job created one second after the one before."""
+
+    def __init__(self) -> None:
+        self.at = datetime(2026, 11, 26, 10, 0, 0, tzinfo=UTC)
+
+    def now(self, tz: Any = None) -> datetime:
+        self.at += timedelta(seconds=1)
+        return self.at
+
+
+@pytest.fixture
+def stamps(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stamps]:
+    s = Stamps()
+    monkeypatch.setattr(fakecluster, "datetime", s)
+    yield s
+
+
+def one_cpu(name: str, ns: str, priority_class: str | None = None, **kw: Any) -> Obj:
+    j = job(name, namespace=ns, requests={"cpu": "1"}, **kw)
+    if priority_class:
+        j["spec"]["template"]["spec"]["priorityClassName"] = priority_class
+    return j
+
+
+def worker_of(f: FakeFleet, name: str, ns: str) -> str | None:
+    got = f.job(name, ns)
+    assert got is not None
+    return (got["metadata"].get("annotations") or {}).get(ANNOTATION_CLUSTER)
+
+
+async def submit(f: FakeFleet, *jobs: Obj) -> None:
+    """Create each Job and run its first pass."""
+    for j in jobs:
+        await f.create(j)
+        await f.sync(j["metadata"]["name"], j["metadata"]["namespace"])
+
+
+async def finish(f: FakeFleet, name: str, ns: str) -> None:
+    """The user deletes a running Job: its copy goes, its room and its tenant's share free up."""
+    await f.manager.client("user").delete(JOBS, ns, name)
+    await f.settle()
+    for _ in range(3):
+        await f.sync(name, ns)
+    assert f.job(name, ns) is None
+
+
+async def priority_classes(f: FakeFleet, classes: dict[str, int]) -> None:
+    """The manager serves ``classes`` (the Placer's priority_class, as the controller's informer
+    answers it) and so does every worker (or its copies could never create pods)."""
+    f.reconciler.places.priority_class = classes.get
+    for server in f.workers.values():
+        for name, value in classes.items():
+            await server.client("admin").create(PRIORITY_CLASSES, None, {
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                "value": value})
+    await f.settle()
+
+
+def event_types(f: FakeFleet, name: str, ns: str, reason: str) -> list[str]:
+    return [str(ev.get("type")) for (res, evns, _), ev in f.manager.objects.items()
+            if res == "/v1/events" and evns == ns and (ev.get("involvedObject") or {}).get("name") == name
+            and ev.get("reason") == reason]
+
+
+@pytest.mark.parametrize(("order", "gets_the_room"), [
+    ("FairShare", ("b0", "team-b")),  # team-a runs the whole worker, team-b nothing: b's Job goes first
+    ("Arrival", ("a2", "team-a")),  # the old order: a's earlier Job
+])
+async def test_a_tenants_burst_does_not_keep_another_tenants_job_waiting_once_room_appears(
+        stamps: Stamps, order: str, gets_the_room: tuple[str, str]) -> None:
+    async with fake_fleet(("worker-1",), nodes=ONE_WORKER, scheduling={"order": order}) as f:
+        await submit(f, *(one_cpu(f"a{i}", "team-a") for i in range(5)), one_cpu("b0", "team-b"))
+        assert [worker_of(f, f"a{i}", "team-a") for i in range(5)] == ["worker-1", "worker-1", None, None, None]
+        assert worker_of(f, "b0", "team-b") is None and len(f.reconciler.places.waiting) == 4
+        await finish(f, "a0", "team-a")
+        waits = [("a2", "team-a"), ("a3", "team-a"), ("a4", "team-a"), ("b0", "team-b")]
+        for name, ns in waits:  # every one of them looks: only the first in line takes the room
+            await f.sync(name, ns)
+        placed = [(n, ns) for n, ns in waits if worker_of(f, n, ns) is not None]
+        assert placed == [gets_the_room]
+
+
+async def test_a_high_priority_job_goes_before_its_own_tenants_earlier_jobs(stamps: Stamps) -> None:
+    async with fake_fleet(("worker-1",), nodes=ONE_WORKER) as f:
+        await priority_classes(f, {"urgent": 1000, "batch": 0})
+        await submit(f, one_cpu("a0", "team-a"), one_cpu("a1", "team-a"), one_cpu("a2", "team-a", "batch"),
+                     one_cpu("a3", "team-a"), one_cpu("urgent", "team-a", "urgent"))
+        assert worker_of(f, "urgent", "team-a") is None
+        assert [e.key for e in f.reconciler.places.queue()] == ["team-a/urgent", "team-a/a2", "team-a/a3"]
+        await finish(f, "a0", "team-a")
+        for name in ("a2", "a3", "urgent"):
+            await f.sync(name, "team-a")
+        assert [worker_of(f, n, "team-a") for n in ("a2", "a3", "urgent")] == [None, None, "worker-1"]
+        assert not event_types(f, "urgent", "team-a", "UnknownPriorityClass")
+
+
+@pytest.mark.parametrize(("order", "warned"), [("FairShare", ["Warning"]), ("Arrival", [])])
+async def test_an_unknown_priority_class_is_a_warning_once_per_wait(stamps: Stamps, order: str,
+                                                                    warned: list[str]) -> None:
+    async with fake_fleet(("worker-1",), nodes=ONE_WORKER, scheduling={"order": order}) as f:
+        await priority_classes(f, {"urgent": 1000, "urgnet": 0})
+        f.reconciler.places.priority_class = {"urgent": 1000}.get  # the worker has it, the manager not
+        await submit(f, one_cpu("a0", "team-a"), one_cpu("a1", "team-a"), one_cpu("typo", "team-a", "urgnet"))
+        for _ in range(3):
+            await f.sync("typo", "team-a")
+        assert worker_of(f, "typo", "team-a") is None
+        assert event_types(f, "typo", "team-a", "UnknownPriorityClass") == warned
+        if warned:
+            said = [m for r, m in f.events("typo", "team-a") if r == "UnknownPriorityClass"]
+            assert "priorityClassName 'urgnet' is not a PriorityClass of the manager cluster" in said[0]
+            assert "default priority (0)" in said[0]
+
+
+QUOTA = {"tenants": [{"name": "team-a", "namespaces": ["team-a", "team-a-*"], "quota": {"cpu": "2", "jobs": 2}}]}
+
+
+async def test_a_job_over_its_tenants_quota_waits_and_is_placed_when_a_job_of_its_tenant_ends(
+        stamps: Stamps) -> None:
+    nodes = {"worker-1": [node("n1", "8")]}  # room for all: only the quota keeps them waiting
+    async with fake_fleet(("worker-1",), nodes=nodes, scheduling=QUOTA) as f:
+        woken: list[str] = []
+        f.reconciler.places.wake = lambda keys: woken.extend(k.key for k in keys)
+        await submit(f, one_cpu("a0", "team-a"), one_cpu("a1", "team-a-dev"), one_cpu("a2", "team-a"),
+                     one_cpu("b0", "team-b"))
+        assert worker_of(f, "a0", "team-a") == worker_of(f, "a1", "team-a-dev") == "worker-1"
+        assert worker_of(f, "b0", "team-b") == "worker-1"  # another tenant: no quota
+        assert worker_of(f, "a2", "team-a") is None
+        await f.sync("a2", "team-a")
+        waited = [m for r, m in f.events("a2", "team-a") if r == "WaitingForQuota"]
+        assert len(waited) == 1 and "tenant team-a is at its quota: Jobs 2+1 > quota 2; cpu 2+1 > quota 2" in waited[0]
+        assert event_types(f, "a2", "team-a", "WaitingForQuota") == ["Normal"]
+        assert [(e.key, e.tenant) for e in f.reconciler.places.queue()] == [("team-a/a2", "team-a")]
+        await finish(f, "b0", "team-b")
+        assert "team-a/a2" not in woken  # another tenant's Job ending frees nothing of team-a's quota
+        await finish(f, "a1", "team-a-dev")
+        assert "team-a/a2" in woken  # looked at again at once
+        await f.sync("a2", "team-a")
+        assert worker_of(f, "a2", "team-a") == "worker-1"
+        assert f.reconciler.places.queue() == []
+
+
+async def test_a_job_that_alone_exceeds_its_tenants_quota_is_a_warning_once(stamps: Stamps) -> None:
+    async with fake_fleet(("worker-1",), nodes={"worker-1": [node("n1", "8")]}, scheduling=QUOTA) as f:
+        big = job("big", namespace="team-a", requests={"cpu": "1"}, parallelism=3, completions=3)
+        await submit(f, big)
+        for _ in range(3):
+            await f.sync("big", "team-a")
+        assert worker_of(f, "big", "team-a") is None
+        assert event_types(f, "big", "team-a", "ExceedsQuota") == ["Warning"]
+        said = next(m for r, m in f.events("big", "team-a") if r == "ExceedsQuota")
+        assert "tenant team-a: it alone asks more than its tenant's quota: cpu 3 > quota 2" in said
+        assert f.reconciler.places.queue() == [] and f.reconciler.places.waiting == {}
