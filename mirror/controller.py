@@ -323,7 +323,7 @@ class MirrorController:
                     # Maybe claimed before namespaces/controllerName changed: the reconcile decides.
                     self.queue.add(QueueKey(kind.name, key_of(new)))
                 return
-            if etype == "MODIFIED" and self.reconcilers[kind.name].own_echo(new):
+            if etype == "MODIFIED" and self.reconcilers[kind.name].writes.is_echo(new):
                 return  # exactly what a pass of ours wrote and went on with (the claim, the finalizer's release)
             if etype == "MODIFIED" and old is not None and status_only_change(old, new):
                 return  # our own status write: the pass that wrote it acted on it (resync covers others)

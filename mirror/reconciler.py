@@ -26,7 +26,6 @@ from kruntime.bounded import LruDict
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import ObjectEvents
 from kruntime.informer import ObjectCache
-from kruntime.ownwrites import OwnWrites
 from kruntime.resources import NAMESPACES, PODS, Obj
 from mirror import metrics, tenancy
 from mirror.config import Config, MissingNamespace
@@ -69,7 +68,6 @@ from mirror.event_reasons import (
     REMOTE_DELETED,
     REPLACED,
     STALE_COPY_OUTCOME_USED,
-    STATUS_REJECTED,
     UNKNOWN_PRIORITY_CLASS,
     WAITING_FOR_ROOM,
     WORKER_DROPPED_FIELDS,
@@ -80,12 +78,9 @@ from mirror.event_reasons import (
 )
 from mirror.identity import is_copy_of, labels_of_copy
 from mirror.kinds import MirroredKind
+from mirror.manager_writes import ManagerWrites, StatusRejected
 from mirror.naming import (
-    ANNOTATION_CLAIMED_BY,
-    ANNOTATION_CLUSTER,
     ANNOTATION_PIN,
-    ANNOTATION_PLACEMENT_REASON,
-    ANNOTATION_REMOTE_NAME,
     FINALIZER,
     derived_remote_name,
 )
@@ -149,12 +144,6 @@ class Moved:
     left: str
 
 
-class StatusRejected(Exception):
-    """The manager API server refused the translated status (counted, evented, retried)."""
-
-    expected = True
-
-
 def _missing_namespace(exc: ApiError) -> bool:
     return exc.not_found and (exc.body.get("details") or {}).get("kind") == "namespaces"
 
@@ -205,8 +194,8 @@ class Reconciler:
         self.resource = self.kind.resource
         self.origin = self.cfg.origin_for(self.manager_cluster)
         self.claim = self.cfg.claim_rule
-        #: manager Jobs as our own last write (or live read) returned them, until the cache catches up
-        self._own = OwnWrites()
+        #: every write to the manager objects, and our own writes read back before the cache has them
+        self.writes = ManagerWrites(self.manager, self.resource, self.origin, self._say)
         #: manager uids whose create we sent to a worker (answered or not)
         self._attempted: dict[str, set[str]] = {name: set() for name in self.workers}
         if self.placer is None:
@@ -230,7 +219,7 @@ class Reconciler:
     # -- entry point ----------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> float | None:
-        job = self._fresher(key, self.jobs.get(key))
+        job = self.writes.fresher(key, self.jobs.get(key))
         if job is None:
             return None
         if not self.claim.claims(self.kind, job):
@@ -334,7 +323,7 @@ class Reconciler:
                 uid = job["metadata"]["uid"]
                 return Done(self.places.recheck(uid, self._recalled(uid).held_until))
             case Do.ENSURE_FINALIZER:
-                return replace(g, job=await self._ensure_finalizer(job))
+                return replace(g, job=await self.writes.ensure_finalizer(job))
             case Do.LOST:
                 assert action.lost is not None
                 return self._went_on(g, await self._handle_unhealthy(job, g.placement, worker, action.lost))
@@ -397,24 +386,6 @@ class Reconciler:
             metrics.REDISPATCHES.labels(left, choice.worker).inc()
         return Moved(job, left)
 
-    # -- read-your-writes ------------------------------------------------------------------
-
-    def _remember(self, job: Obj) -> Obj:
-        return self._own.record(job)
-
-    def own_echo(self, job: Obj) -> bool:
-        """``job`` is what a pass of ours wrote (or read live) and then acted on: no pass needed for it."""
-        return self._own.is_echo(job)
-
-    def _fresher(self, key: str, cached: Obj | None) -> Obj | None:
-        """The cached Job, unless our own last write or read of it is newer than the cache.
-
-        The informer delivers our writes a few milliseconds late; a pass that ran on the
-        older copy could re-create a copy we just deleted, or delete one we just placed.
-        """
-        ahead = self._own.ahead_of(key, cached)
-        return ahead.obj if ahead is not None else cached
-
     # -- placement ------------------------------------------------------------------------
 
     async def _confirm_placement(self, job: Obj, copies: dict[str, Obj]) -> Obj | None:
@@ -429,7 +400,7 @@ class Reconciler:
         """
         md = job["metadata"]
         try:
-            fresh = self._remember(await self.manager.get(self.resource, md["namespace"], md["name"]))
+            fresh = await self.writes.read(job)
         except ApiError as exc:
             if exc.not_found:
                 return None
@@ -444,7 +415,7 @@ class Reconciler:
         remote_name = copies[adopted]["metadata"]["name"]
         log.info("adopting copy %s on %s for %s/%s (placement was %s)", remote_name, adopted,
                  md["namespace"], md["name"], placement.worker or "missing")
-        fresh, _ = await self._record_placement(fresh, adopted, remote_name,
+        fresh, _ = await self.writes.record_placement(fresh, adopted, remote_name,
                                                 f"adopted: worker {adopted} has this Job's copy {remote_name}")
         if placement.worker is not None:
             self._say(fresh, PLACEMENT_MOVED, f"worker {placement.worker} is no longer "
@@ -525,25 +496,10 @@ class Reconciler:
         uid = job["metadata"]["uid"]
         self.places.placing(self.kind, job, choice, remote_name)
         try:
-            return await self._record_placement(job, chosen, remote_name, choice.why)
+            return await self.writes.record_placement(job, chosen, remote_name, choice.why)
         except BaseException:
             self.places.unplaced(uid, chosen)
             raise
-
-    async def _record_placement(self, job: Obj, worker: str, remote_name: str, why: str) -> tuple[Obj, Placement]:
-        """One write records the placement and, if missing, the finalizer (resourceVersion precondition)."""
-        md = job["metadata"]
-        meta_patch: Obj = {
-            "resourceVersion": md["resourceVersion"],
-            "annotations": {ANNOTATION_CLUSTER: worker, ANNOTATION_REMOTE_NAME: remote_name,
-                            ANNOTATION_CLAIMED_BY: self.origin, ANNOTATION_PLACEMENT_REASON: why},
-        }
-        fins = md.get("finalizers") or []
-        if FINALIZER not in fins:
-            meta_patch["finalizers"] = [*fins, FINALIZER]
-        patched = self._remember(
-            await self.manager.patch(self.resource, md["namespace"], md["name"], {"metadata": meta_patch}))
-        return patched, Placement(worker, remote_name)
 
     def _never_sent(self, job: Obj, worker: WorkerCluster) -> bool:
         """True when no copy can exist there: we never sent a create and its cache has none.
@@ -927,16 +883,6 @@ class Reconciler:
 
     # -- manager writes -------------------------------------------------------------------
 
-    async def _ensure_finalizer(self, job: Obj) -> Obj:
-        """Our finalizer, stamped with our origin (so we can release it if we stop claiming the Job)."""
-        fins = job["metadata"].get("finalizers") or []
-        if FINALIZER in fins and annotations_of(job).get(ANNOTATION_CLAIMED_BY) == self.origin:
-            return job
-        md = job["metadata"]
-        return self._remember(await self.manager.patch(self.resource, md["namespace"], md["name"], {"metadata": {
-            "resourceVersion": md["resourceVersion"], "annotations": {ANNOTATION_CLAIMED_BY: self.origin},
-            "finalizers": fins if FINALIZER in fins else [*fins, FINALIZER]}}))
-
     async def release_if_unclaimed(self, job: Obj) -> None:
         """Release our finalizer from ``job`` if we no longer claim it and it is ours to release."""
         if release_unclaimed(job, claimed=self.claim.claims(self.kind, job), origin=self.origin,
@@ -945,7 +891,7 @@ class Reconciler:
 
     async def _release_unclaimed(self, job: Obj) -> None:
         """We no longer claim this Job: let go of it. Its copy, if any, is left as it is."""
-        await self._drop_finalizer(job)
+        await self.writes.drop_finalizer(job)
         self.forget(job["metadata"]["uid"])
         metrics.UNCLAIMED_RELEASES.inc()
         placed = placement_of(job).worker
@@ -954,21 +900,9 @@ class Reconciler:
                             f"{FINALIZER} removed" + (f"; its copy on worker {placed} is left as it is" if placed
                                                       else ""))
 
-    async def _drop_finalizer(self, job: Obj) -> None:
-        fins = job["metadata"].get("finalizers") or []
-        if FINALIZER not in fins:
-            return
-        md = job["metadata"]
-        try:
-            self._remember(await self.manager.patch(self.resource, md["namespace"], md["name"], {"metadata": {
-                "resourceVersion": md["resourceVersion"], "finalizers": [f for f in fins if f != FINALIZER]}}))
-        except ApiError as exc:
-            if not exc.not_found:  # gone already (a deletion completed under a stale cache): nothing to release
-                raise
-
     async def _finish(self, job: Obj, copies: dict[str, Obj]) -> float | None:
         if self.cfg.keep_finished_remote:
-            await self._drop_finalizer(job)
+            await self.writes.drop_finalizer(job)
             return None
         return await self._finalize(job, copies)
 
@@ -976,7 +910,7 @@ class Reconciler:
         """A decided outcome is final: write the terminal status instead of running the Job again."""
         final = self.kind.decided_status(job, self.now())
         assert final is not None
-        job = await self._put_status(job, final)
+        job = await self.writes.put_status(job, final)
         self._say(job, FINISHED_WITHOUT_COPY, f"{why}; its outcome was already decided, so it is "
                             f"finished as {self.kind.state(job)} from its last mirrored status instead of running "
                             "again")
@@ -1013,7 +947,7 @@ class Reconciler:
         if not all_gone:
             return retry_delay(self._recalled(uid).refusals.get("delete", 0), base=min(self.cfg.resync_period, 5.0))
         self.forget(uid)
-        await self._drop_finalizer(job)
+        await self.writes.drop_finalizer(job)
         if deleted and placement.worker is not None and placement.worker not in self.workers and not copies:
             self._say(job, COPY_LEFT_FOR_GC, f"worker {placement.worker} is not in the "
                                 "configuration: the finalizer is released without deleting a copy there; delete "
@@ -1048,32 +982,8 @@ class Reconciler:
     async def _write_status(self, job: Obj, desired: Obj, *, from_copy: bool) -> Obj:
         """Write ``desired`` (the plan computed it); ``from_copy``: it mirrors a copy's status change,
         whose lag since the worker showed it is observed (jobmirror_status_propagation_seconds)."""
-        written = await self._put_status(job, desired)
+        written = await self.writes.put_status(job, desired)
         self.places.observe(self.kind, written, ())  # finished: its tenant's share and quota free up
         if from_copy and (waited := self.status_lag.mirrored(job["metadata"]["uid"])) is not None:
             metrics.STATUS_PROPAGATION.labels(waited[0]).observe(waited[1])
         return written
-
-    async def _put_status(self, job: Obj, desired: Obj) -> Obj:
-        """Write ``desired`` through the status subresource; a refusal is evented, counted, raised."""
-        md = job["metadata"]
-        body = {**job, "status": desired}
-        try:
-            written = self._remember(
-                await self.manager.replace(self.resource, md["namespace"], md["name"], body, subresource="status"))
-        except ApiError as exc:
-            if exc.conflict:
-                metrics.STATUS_WRITES.labels("conflict").inc()
-            elif exc.invalid or exc.status == 403:
-                # Validation or an admission policy said no: retrying as is will not help by
-                # itself, so say it loudly (event + metric); the backoff retry picks up fixes.
-                metrics.STATUS_WRITES.labels("rejected").inc()
-                self._say(job, STATUS_REJECTED, f"manager API server rejected the mirrored "
-                                    f"status: {exc.message}")
-                raise StatusRejected(exc.message) from exc
-            else:
-                metrics.STATUS_WRITES.labels("error").inc()
-            raise
-        metrics.STATUS_WRITES.labels("ok").inc()
-        return written
-

@@ -15,8 +15,8 @@ import pytest
 
 from kruntime.client import ApiError
 from kruntime.resources import JOBS, PODS, Obj
+from mirror.manager_writes import StatusRejected
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER
-from mirror.reconciler import StatusRejected
 from testkit.fakefleet import FakeFleet, fake_fleet, job
 
 T0 = "2026-11-25T00:00:00Z"
