@@ -26,9 +26,10 @@ from kruntime.bounded import LruDict
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import ObjectEvents
 from kruntime.informer import ObjectCache
-from kruntime.resources import NAMESPACES, PODS, Obj
+from kruntime.resources import PODS, Obj
 from mirror import metrics, tenancy
-from mirror.config import Config, MissingNamespace
+from mirror.config import Config
+from mirror.copy_namespaces import CopyNamespaces, WeakerNamespace, missing_namespace
 from mirror.decisions import (
     REFUSAL_EXCLUSION,
     RETRY_CAP,
@@ -59,7 +60,6 @@ from mirror.event_reasons import (
     FINISHED_WITHOUT_COPY,
     HEAD_OF_LINE_HOLD_ENDED,
     NAME_COLLISION,
-    NAMESPACE_MISSING,
     NAMESPACE_NOT_ALLOWED,
     NAMESPACE_WEAKER,
     NO_WORKER,
@@ -144,26 +144,6 @@ class Moved:
     left: str
 
 
-def _missing_namespace(exc: ApiError) -> bool:
-    return exc.not_found and (exc.body.get("details") or {}).get("kind") == "namespaces"
-
-
-class WeakerNamespace(ApiError):
-    """Refused by the controller itself, not the worker: the Job's namespace there enforces a weaker
-    Pod Security level than on the manager, or its level could not be read (handled as a refusal)."""
-
-    def __init__(self, message: str, cluster: str) -> None:
-        super().__init__(403, "Forbidden", message, cluster=cluster)
-
-
-def _posture_unknown(exc: ApiError, ns: str, where: str, worker: str) -> ApiError:
-    """A failed namespace read: retried as it is when it may pass, refused when it will not."""
-    if not is_refusal(exc.status):
-        return exc
-    return WeakerNamespace(f"the Pod Security level of namespace {ns} on {where} could not be read ({exc.message}): "
-                           f"no copy is made on worker {worker} until it can", worker)
-
-
 @dataclass(eq=False)
 class Reconciler:
     """Reconciles the manager objects of one kind (``kind``), read from the ``jobs`` cache."""
@@ -209,8 +189,8 @@ class Reconciler:
         self._memory: LruDict[str, JobMemory] = LruDict(MAX_TRACKED_JOBS)
         #: worker calls on behalf of a pass, which a slow worker cannot stall
         self.calls = WorkerCalls()
-        #: namespaces read to compare their Pod Security levels, by cluster (tenancy.weaker_posture)
-        self._namespaces = tenancy.RecentNamespaces()
+        #: the namespaces copies are created in on the workers (never weaker than the manager's)
+        self.namespaces = CopyNamespaces(self.cfg, self.manager, self.calls, self._say)
         #: per manager uid, the copy status change waiting to be mirrored (jobmirror_status_propagation_seconds)
         self.status_lag = StatusLag(MAX_TRACKED_JOBS)
         #: when this process loaded the worker list: a worker missing from it counts as lost from here
@@ -332,7 +312,7 @@ class Reconciler:
                 try:
                     got, found = await self._find_or_create(job, worker, g.placement)
                 except ApiError as exc:
-                    if not is_refusal(exc.status, missing_namespace=_missing_namespace(exc)):
+                    if not is_refusal(exc.status, missing_namespace=missing_namespace(exc)):
                         raise
                     return replace(g, found=Found(refused=exc))
                 copies = dict(g.copies) if got is None else {**g.copies, worker.name: got}
@@ -602,7 +582,7 @@ class Reconciler:
             self.recorder.event(job, NAMESPACE_NOT_ALLOWED.type, NAMESPACE_NOT_ALLOWED.reason,
                                 tenancy.not_allowed_reason(ns, self.cfg.worker_namespaces))
             return None
-        await self._check_posture(worker, ns)
+        await self.namespaces.check_posture(worker, ns)
         attempted, uid = self._attempted[worker.name], job["metadata"]["uid"]
         try:
             # Counted as attempted only once the create is sent: a pass parked or turned away before
@@ -610,51 +590,11 @@ class Reconciler:
             return await self.calls.call(worker, worker.client.create(self.resource, ns, body),
                                          on_sent=lambda: attempted.add(uid))
         except ApiError as exc:
-            if not _missing_namespace(exc):
+            if not missing_namespace(exc):
                 raise
-        if self.cfg.missing_namespace == MissingNamespace.REPORT:
-            self.recorder.event(job, NAMESPACE_MISSING.type, NAMESPACE_MISSING.reason,
-                                f"namespace {ns} does not exist on worker {worker.name}; create it there "
-                                "(missingNamespace: Report)")
+        if not await self.namespaces.make(job, worker, ns):
             return None
-        try:
-            source = await self.manager.get(NAMESPACES, None, ns)
-        except ApiError as exc:
-            # Never a namespace weaker than the tenant's: no posture known, no namespace made.
-            self.recorder.event(job, NAMESPACE_MISSING.type, NAMESPACE_MISSING.reason,
-                                f"namespace {ns} does not exist on worker {worker.name} and is not created there: "
-                                f"its Pod Security labels could not be read from the manager's namespace {ns} "
-                                f"({exc}); the controller needs get on namespaces in the manager")
-            return None
-        namespace = tenancy.worker_namespace(ns, source, extra=self.cfg.namespace_labels,
-                                             defaults=self.cfg.created_namespace_labels)
-        try:
-            await self.calls.call(worker, worker.client.create(NAMESPACES, None, namespace))
-        except ApiError as exc:
-            if not exc.already_exists:
-                raise
-        else:
-            log.info("created namespace %s on worker %s with labels %s", ns, worker.name,
-                     namespace["metadata"]["labels"])
         return await self.calls.call(worker, worker.client.create(self.resource, ns, body))
-
-    async def _check_posture(self, worker: WorkerCluster, ns: str) -> None:
-        """Raise WeakerNamespace unless ``ns`` on ``worker`` is missing (then made from the manager's
-        labels) or enforces at least the Pod Security level of ``ns`` on the manager."""
-        try:
-            there = await self._namespaces.get(worker.name, ns, lambda: self.calls.call(
-                worker, worker.client.get(NAMESPACES, None, ns)))
-        except ApiError as exc:
-            if exc.not_found:
-                return
-            raise _posture_unknown(exc, ns, f"worker {worker.name}", worker.name) from exc
-        try:
-            here = await self._namespaces.get("", ns, lambda: self.manager.get(NAMESPACES, None, ns))
-        except ApiError as exc:
-            raise _posture_unknown(exc, ns, "the manager", worker.name) from exc
-        weaker = tenancy.weaker_posture(here, there, worker=worker.name)
-        if weaker is not None:
-            raise WeakerNamespace(weaker, worker.name)
 
     def _refusal_delay(self, uid: str, verb: str) -> float:
         """Count one more refusal of ``verb`` (create, patch, delete) for ``uid``; the seconds until it
