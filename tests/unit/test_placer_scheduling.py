@@ -204,3 +204,35 @@ async def test_a_job_counted_before_its_namespaces_labels_were_known_counts_for_
         await submit(f, one_cpu("a1", "team-t"))
         assert worker_of(f, "a1", "team-t") is None, "tenant t runs 2 Jobs under a quota of 1"
         assert "WaitingForQuota" in f.reasons("a1", "team-t")
+
+
+@pytest.mark.parametrize(("deadline", "annotation", "backfills"), [
+    (60, None, True),  # ends (60 s + 5 s margin) before the head could start (600 s)
+    (None, "1m", True),
+    (None, None, False),  # length not known: it waits behind the head
+    (596, None, False),  # 596 + 5 > 600
+    (3600, None, False),
+])
+async def test_a_later_job_of_known_length_backfills_past_the_head_only_when_it_ends_before_the_heads_start(
+        stamps: Stamps, deadline: int | None, annotation: str | None, backfills: bool) -> None:
+    async with fake_fleet(("worker-1",), nodes={"worker-1": [node("n1", "4")]}) as f:
+        now = [1000.0]
+        f.reconciler.places.clock = lambda: now[0]
+        long = one_cpu("long", "team-a")
+        long["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
+        long["spec"]["activeDeadlineSeconds"] = 600
+        head = one_cpu("head", "team-a")
+        head["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+        later = one_cpu("later", "team-a", annotations={"jobmirror.dev/expected-duration": annotation}
+                        if annotation else None)
+        if deadline is not None:
+            later["spec"]["activeDeadlineSeconds"] = deadline
+        await submit(f, long)
+        assert worker_of(f, "long", "team-a") == "worker-1"
+        now[0] += 1.0
+        await submit(f, head)  # needs long's room: it could start at 1600
+        [entry] = f.reconciler.places.queue()
+        assert entry.key == "team-a/head" and entry.starts_in == pytest.approx(599.0)
+        now[0] += 1.0
+        await submit(f, later)  # 1 cpu is free now, but the head holds worker-1
+        assert (worker_of(f, "later", "team-a") is not None) is backfills  # (its tenant's: behind the head)
