@@ -236,3 +236,24 @@ async def test_a_later_job_of_known_length_backfills_past_the_head_only_when_it_
         now[0] += 1.0
         await submit(f, later)  # 1 cpu is free now, but the head holds worker-1
         assert (worker_of(f, "later", "team-a") is not None) is backfills  # (its tenant's: behind the head)
+
+
+@pytest.mark.parametrize(("waited", "gets_the_room"), [
+    (60.0, ("b-wait", "team-b")),  # fair share: team-a runs a Job, team-b none
+    (150.0, ("a-wait", "team-a")),  # a-wait has waited past starvationAge (100 s): it goes first
+])
+async def test_a_job_waiting_past_the_starvation_age_goes_ahead_of_fair_share(
+        stamps: Stamps, waited: float, gets_the_room: tuple[str, str]) -> None:
+    async with fake_fleet(("worker-1",), nodes=ONE_WORKER, headOfLineHold=1000.0,
+                          scheduling={"starvationAge": 100}) as f:
+        now = [0.0]
+        f.reconciler.places.clock = lambda: now[0]
+        await submit(f, one_cpu("a-long", "team-a"), one_cpu("a-short", "team-a"), one_cpu("a-wait", "team-a"))
+        now[0] = 50.0
+        await submit(f, one_cpu("b-wait", "team-b"))
+        await finish(f, "a-short", "team-a")
+        now[0] = waited
+        for name, ns in (("b-wait", "team-b"), ("a-wait", "team-a")):
+            await f.sync(name, ns)
+        assert [(n, ns) for n, ns in (("a-wait", "team-a"), ("b-wait", "team-b"))
+                if worker_of(f, n, ns) is not None] == [gets_the_room]
