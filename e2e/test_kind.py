@@ -416,6 +416,30 @@ async def test_kind_placement_follows_the_room_real_kubelets_report(controller: 
     await cleanup(env, ns)
 
 
+async def test_kind_a_tenant_quota_holds_its_second_job_until_the_first_ends(controller: E2EEnv) -> None:
+    """scheduling.tenants' quota on the deployed controller with real pods (kind config: tenant e2e-quota,
+    namespaces e2e-quota-*, at most 1 running Job): of two Jobs submitted together, one waits in the
+    manager with one WaitingForQuota naming the quota while the other runs, and starts only after it ends"""
+    env = controller
+    ns = await namespace(env, "quota")
+    for name in ("a", "b"):
+        await env.manager.create(JOBS, ns, job_manifest(name, image=env.pod_image, seconds=6))
+
+    async def quota_said() -> list[tuple[str, str]] | None:
+        said = [(n, e["message"]) for n in ("a", "b") for e in await _events_of(env, ns, n)
+                if e.get("reason") == "WaitingForQuota"]
+        return said or None
+
+    said = await wait_for(quota_said, timeout=45, what="a WaitingForQuota event")
+    assert len(said) == 1 and "tenant e2e-quota is at its quota: Jobs 1+1 > quota 1" in said[0][1], said
+    waited = said[0][0]
+    ran_first = "b" if waited == "a" else "a"
+    first = await wait_condition(env, ns, ran_first, "Complete", timeout=120)
+    second = await wait_condition(env, ns, waited, "Complete", timeout=120)
+    assert second["status"]["startTime"] >= first["status"]["completionTime"], (first["status"], second["status"])
+    await cleanup(env, ns)
+
+
 async def _deployment_ready(env: E2EEnv, timeout: float = 180) -> None:
     proc = await asyncio.to_thread(env.kubectl, "rollout", "status", f"deployment/{DEPLOYMENT}", "-n", SYSTEM_NS,
                                    f"--timeout={int(timeout)}s", timeout=timeout + 30)

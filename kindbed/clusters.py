@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -59,7 +60,11 @@ DEPLOYMENT = "jobmirror-controller"
 LEASE = "jobmirror-controller"
 
 #: Shorter periods than production so the e2e faults (a stopped worker) resolve in seconds.
-E2E_CONFIG_OVERRIDES = {"resyncPeriod": 10, "gcInterval": 15, "healthProbeInterval": 2, "workerLostTimeout": 30}
+#: the kind tier's controller config over deploy/'s: short periods, and one tenant with a quota of one
+#: running Job (e2e namespaces e2e-quota-*: test_kind_a_tenant_quota_holds_its_second_job)
+E2E_CONFIG_OVERRIDES: dict[str, Any] = {
+    "resyncPeriod": 10, "gcInterval": 15, "healthProbeInterval": 2, "workerLostTimeout": 30,
+    "scheduling": {"tenants": [{"name": "e2e-quota", "namespaces": ["e2e-quota-*"], "quota": {"jobs": 1}}]}}
 
 # Kubernetes >= 1.35's kubelet refuses cgroup v1 unless told otherwise; harmless on cgroup v2.
 _KIND_CONFIG = """kind: Cluster
@@ -111,7 +116,7 @@ class KindOptions:
     node_image: str | None = None
     python_image: str | None = None
     workdir: Path = field(default_factory=lambda: versions.cache_root() / "kind")
-    config_overrides: dict[str, int] = field(default_factory=lambda: dict(E2E_CONFIG_OVERRIDES))
+    config_overrides: dict[str, Any] = field(default_factory=lambda: dict(E2E_CONFIG_OVERRIDES))
     #: JobSet installed in every cluster and mirrored (kinds [Job, JobSet], deploy/jobset/ applied)
     jobsets: bool = True
     #: wait for JobSet's controller (and so its webhooks) in every cluster before returning
