@@ -114,7 +114,7 @@ async def test_a_tenants_burst_does_not_hold_another_tenants_job_past_the_next_f
         await placed(env, ns, "a-short")
         for i in range(3):
             await env.create(one_cpu(f"a-burst-{i}", 500))
-        await env.manager.create(JOBS, other, one_cpu("b-one", 500))
+        await env.manager.create(JOBS, other, one_cpu("b-one", 2_000))  # runs while the test looks
         await waiting(env, ns, "a-burst-0", "a-burst-1", "a-burst-2")
         await waiting(env, other, "b-one")
         await env.wait_condition("a-short", "Complete", timeout=30)
@@ -154,7 +154,7 @@ async def test_a_high_priority_job_is_placed_before_its_tenants_earlier_ones(
         await placed(env, ns, "first")
         await env.create(one_cpu("early-1", 500))
         await env.create(one_cpu("early-2", 500))
-        await env.create(one_cpu("urgent", 500, urgent))
+        await env.create(one_cpu("urgent", 2_000, urgent))  # runs while the test looks
         await waiting(env, ns, "early-1", "early-2", "urgent")
         await env.wait_condition("first", "Complete", timeout=30)
         await placed(env, ns, "urgent", timeout=20)
