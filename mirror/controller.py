@@ -405,6 +405,9 @@ class MirrorController:
                 *(i.synced.wait() for w in usable for i in w.informers()),
                 *(w.probed.wait() for w in self.workers.values())), 10)
         assert self.placer is not None
+        if self.namespaces is not None:  # tenants by namespaceSelector: what runs counts for the right one
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.namespaces.wait_synced(), 10)
         for name, informer in self.informers.items():
             claimed = [o for o in informer.items() if self.claim.claims(self.kinds[name], o)]
             for o in claimed:  # what runs already counts for its tenant before the first placement

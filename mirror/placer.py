@@ -17,7 +17,7 @@ import heapq
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from jobapi.objects import annotations_of
 from kruntime.resources import Obj, key_of
@@ -155,8 +155,11 @@ class Placer:
         if placed is not None or suspended:
             self._stop_waiting(uid)  # placed (or held back by the user): it holds no worker for later Jobs
         if placed is not None and not suspended and not kind.is_finished(job):
-            if uid not in self.running:  # placed before this process started (or by a pass of another kind)
-                self.running.add(uid, Running(self.tenant(job), self.demand(kind, job), placed, self.clock(), None))
+            known, tenant = self.running.get(uid), self.tenant(job)
+            if known is None:  # placed before this process started (or by a pass of another kind)
+                self.running.add(uid, Running(tenant, self.demand(kind, job), placed, self.clock(), None))
+            elif known.tenant != tenant:  # its namespace's labels seen since (or changed): counted for its tenant
+                self.running.add(uid, replace(known, tenant=tenant))
         else:
             self._ended(uid)
 

@@ -187,11 +187,6 @@ async def test_a_job_that_alone_exceeds_its_tenants_quota_is_a_warning_once(stam
 SELECTED = {"tenants": [{"name": "t", "namespaceSelector": {"matchLabels": {"team": "t"}}, "quota": {"jobs": 1}}]}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: mirror/placer.py Placer.observe adds a running Job to RunningWork only when its uid is not there, "
-    "with the tenant it had then; a Job placed (or seeded at start: controller.py does not await the namespace "
-    "informer before observe) while its namespace's labels were unknown stays counted under its namespace, so "
-    "the tenant its labels select runs past its quota"))
 async def test_a_job_counted_before_its_namespaces_labels_were_known_counts_for_its_tenant_once_they_are(
         stamps: Stamps) -> None:
     async with fake_fleet(("worker-1",), nodes={"worker-1": [node("n1", "8")]}, scheduling=SELECTED) as f:
