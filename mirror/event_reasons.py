@@ -168,6 +168,14 @@ WORKER_WARNING = EventReason(
     "A Warning event of the copy or its pods on the worker had no reason; mirrored under this one. Warnings "
     "with a reason (FailedCreate, FailedScheduling, BackOff, …) keep theirs; the message names the worker.",
     "Read the message; `kubectl jobmirror describe` lists the worker's events.")
+COPY_STUCK = EventReason(
+    "CopyStuck", WARNING,
+    "The copy made no progress on its worker past a phase's deadline (once per phase): no pod after "
+    "`progress.podsCreatedTimeout` (the worker's FailedCreate message, or no pod and no status from its Job "
+    "controller), or bound pods whose containers never started after `progress.containerStartTimeout` (the "
+    "kubelet's reason: ErrImagePull, CreateContainerConfigError, FailedMount, ...).",
+    "Read the worker's message in the event: fix that worker (quota, image, Secret, its Job controller) or let "
+    "the Job move (unpinned, nothing ran). See the Stuck copies section of the concepts page.")
 
 #: Every reason the mirror controller writes, in the order the reference lists them.
 ALL: tuple[EventReason, ...] = (
@@ -176,7 +184,7 @@ ALL: tuple[EventReason, ...] = (
     WORKER_LOST, NAMESPACE_NOT_ALLOWED, NAMESPACE_WEAKER, NAMESPACE_MISSING, WORKER_REFUSED, WORKER_DROPPED_FIELDS,
     COPY_RECREATED,
     REPLACED, NAME_COLLISION, REMOTE_DELETED, FINALIZER_RELEASED, FINISHED_WITHOUT_COPY, COPY_LEFT_FOR_GC,
-    STATUS_REJECTED, STALE_COPY_OUTCOME_USED, COPY_UNSCHEDULABLE, WORKER_WARNING, WAITING_FOR_QUOTA,
+    STATUS_REJECTED, STALE_COPY_OUTCOME_USED, COPY_UNSCHEDULABLE, COPY_STUCK, WORKER_WARNING, WAITING_FOR_QUOTA,
     EXCEEDS_QUOTA, UNKNOWN_PRIORITY_CLASS,
 )
 

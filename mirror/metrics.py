@@ -97,4 +97,9 @@ TENANT_QUOTA_USED = Gauge("jobmirror_tenant_quota_used_ratio", "What a tenant's 
                           "resource (jobs: the Job count), 1 = at the quota", ["tenant", "resource"])
 REPLACEMENTS = Counter("jobmirror_replacements_total", "Copies deleted from a worker that could not schedule their "
                        "pods (none had started) and placed again elsewhere", ["worker"])
+WORKER_STALLED = Gauge("jobmirror_worker_stalled", "1 while a worker answers but runs nothing: stalledCopies of our "
+                       "copies there have had no pod and no word from its Job controller past podsCreatedTimeout "
+                       "(cleared once a copy there shows it at work)", ["worker"])
+COPIES_STUCK = Counter("jobmirror_copies_stuck_total", "Copies found stuck in a phase past its deadline (one CopyStuck "
+                       "event each), by phase: created, pods created, pods bound", ["worker", "phase"])
 EVENT_LOOP_LAG = event_loop_lag("jobmirror")

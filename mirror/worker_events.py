@@ -12,6 +12,17 @@ silence the controller's own warnings on that Job; the recorder folds repeats in
 
 A copy whose pod stays unschedulable longer than ``unschedulableTimeout`` gets one
 ``CopyUnschedulable`` event, checked from the pod's ``PodScheduled`` condition.
+
+With a :class:`~mirror.progress.ProgressConfig`, the same check loop also finds copies that
+make no progress at all (issue 36): from the cached copies alone it picks those past their
+first deadline whose status counts nothing that ran, reads the pods of at most
+``maxLooksPerRound`` of them (least recently read first), and judges them with
+:func:`mirror.progress.progress` against the worker's Warning events about them (kept in the
+event cache, indexed by the involved object's uid). A stuck copy gets one ``CopyStuck``
+event per phase and is told to ``on_stuck``; a copy seen with a started container is never
+read again. Enough copies with no pod and no word from the worker's controller mark the
+worker *stalled* (:meth:`mirror.workers.WorkerCluster.set_stalled`) until a copy there shows
+that controller at work again.
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from jobapi.times import parse_time, utcnow
 from kruntime.bounded import LruDict
@@ -30,9 +41,19 @@ from kruntime.events import ObjectEvents
 from kruntime.informer import Informer, ObjectCache
 from kruntime.resources import EVENTS, PODS, Obj, key_of
 from mirror import metrics
-from mirror.event_reasons import COPY_UNSCHEDULABLE, WORKER_WARNING
+from mirror.event_reasons import COPY_STUCK, COPY_UNSCHEDULABLE, WORKER_WARNING
 from mirror.identity import is_copy_of, manager_key_of
 from mirror.kinds import CopyPods, MirroredKind
+from mirror.progress import (
+    Phase,
+    ProgressConfig,
+    controller_acted,
+    no_controller,
+    progress,
+    stalled_reason,
+    stuck_message,
+    worth_a_look,
+)
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
@@ -44,6 +65,9 @@ RECENT = timedelta(minutes=5)
 MAX_TRACKED_PODS = 20_000
 #: a generated name is cut to 63 characters: the owner's name may be cut too
 _MAX_NAME = 63
+#: event informer index: the uid of the object an event is about
+BY_INVOLVED_UID = "involved-uid"
+_EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
 # -- pure ---------------------------------------------------------------------------------------
@@ -101,6 +125,11 @@ def unschedulable_message(worker: str, pod: Obj, since: datetime, timeout: float
             f"{since.strftime('%Y-%m-%dT%H:%M:%SZ')}, longer than unschedulableTimeout ({timeout:.0f}s): {msg}")
 
 
+def _involved_uid(ev: Obj) -> tuple[str, ...]:
+    uid = (ev.get("involvedObject") or ev.get("regarding") or {}).get("uid")
+    return (str(uid),) if uid else ()
+
+
 # -- I/O ----------------------------------------------------------------------------------------
 
 
@@ -117,7 +146,8 @@ class WorkerEvents:
     def __init__(self, worker: WorkerCluster, kind: MirroredKind, manager: ObjectCache,
                  events: ObjectEvents, *, unschedulable_timeout: float,
                  clock: Callable[[], datetime] = utcnow,
-                 on_stuck: Callable[[Obj, str, str], None] | None = None) -> None:
+                 on_stuck: Callable[[Obj, str, str], None] | None = None,
+                 progress: ProgressConfig | None = None) -> None:
         if kind.pods is None:
             raise ValueError(f"kind {kind.name} does not say how its copies' pods are named: no worker events")
         self.worker = worker
@@ -132,6 +162,20 @@ class WorkerEvents:
         self.copies = worker.kinds[kind.name].informer
         self.informer = Informer(worker.watch_client, EVENTS, field_selector=f"type={WARNING}", keep=self._keep)
         self.informer.add_handler(self._on_event)
+        self.informer.add_index(BY_INVOLVED_UID, _involved_uid)
+        #: phase deadlines (None: only the unschedulable check runs)
+        self.progress = progress
+        #: copy uids seen with a started container: never judged again
+        self._ran: LruDict[str, None] = LruDict(MAX_TRACKED_PODS)
+        #: copy uid -> the phase it was told stuck in (once per phase)
+        self._told_phase: LruDict[str, Phase] = LruDict(MAX_TRACKED_PODS)
+        #: copy uid -> when its pods were last read (least recently read first)
+        self._looked: LruDict[str, datetime] = LruDict(MAX_TRACKED_PODS)
+        #: copy uids last seen with no pod and no word from the worker's controller past the deadline
+        self._silent: LruDict[str, None] = LruDict(MAX_TRACKED_PODS)
+        #: the stall: when it began and the copies counted in it
+        self._stalled_since: datetime | None = None
+        self._stall_counted: set[str] = set()
         #: pod uid -> the uid of the copy owning it ("" = not one of ours)
         self._pod_owner: LruDict[str, str] = LruDict(MAX_TRACKED_PODS)
         #: manager uid -> a pod of its copy that failed scheduling (checked against the timeout)
@@ -247,11 +291,96 @@ class WorkerEvents:
             if self.on_stuck is not None:
                 self.on_stuck(job, self.worker.name, message)
 
+    # -- progress (issue 36) ------------------------------------------------------------------
+
+    def _events_about(self, uids: list[str]) -> list[Obj]:
+        """The cached Warning events about these objects (a copy, its pods), oldest first."""
+        found = [ev for uid in uids for ev in self.informer.by_index(BY_INVOLVED_UID, uid)]
+        return sorted(found, key=lambda ev: event_time(ev) or _EPOCH)
+
+    def _candidates(self, now: datetime, cfg: ProgressConfig) -> list[Obj]:
+        """Copies worth reading this round, from the cache alone, least recently read first."""
+        found = [c for c in self.copies.items() if c["metadata"].get("uid") not in self._ran
+                 and not self.kind.is_finished(c)
+                 and worth_a_look(c, now, cfg, unschedulable_timeout=self.unschedulable_timeout)]
+        found.sort(key=lambda c: self._looked.get(c["metadata"].get("uid", ""), _EPOCH))
+        return found[: cfg.max_looks_per_round]
+
+    async def check_progress(self) -> None:
+        """Tell each Job whose copy is stuck in a phase past its deadline (once per phase), and
+        judge whether the worker runs nothing at all (stalled)."""
+        cfg = self.progress
+        if cfg is None:
+            return
+        now = self.clock()
+        for copy in self._candidates(now, cfg):
+            md = copy["metadata"]
+            uid = str(md.get("uid") or "")
+            job = self._manager_of(copy)
+            if job is None:
+                continue
+            self._looked[uid] = now
+            try:
+                pods, _ = await self.worker.client.list_all(PODS, md.get("namespace"),
+                                                            label_selector=self.pods.selector(copy))
+            except ApiError as exc:
+                log.info("worker %s: reading the pods of copy %s/%s failed: %s", self.worker.name,
+                         md.get("namespace"), md.get("name"), exc)
+                continue
+            pods = [p for p in pods if self.pods.owner_uid(p) == uid]
+            events = self._events_about([uid, *(str(p["metadata"].get("uid")) for p in pods)])
+            p = progress(copy, pods, events, now, cfg, unschedulable_timeout=self.unschedulable_timeout,
+                         controller=self.kind.name)
+            if no_controller(p):
+                self._silent[uid] = None
+            else:
+                self._silent.pop(uid, None)
+            if p.phase >= Phase.CONTAINER_STARTED:
+                self._ran[uid] = None
+                self._told_phase.pop(uid, None)
+                continue
+            if p.stuck is None or self._told_phase.get(uid) == p.phase:
+                continue
+            if p.phase is Phase.PODS_CREATED and job["metadata"].get("uid") in self._told:
+                continue  # CopyUnschedulable told it already, and on_stuck with it
+            self._told_phase[uid] = p.phase
+            metrics.COPIES_STUCK.labels(self.worker.name, p.phase.label).inc()
+            message = stuck_message(self.worker.name, copy, p)
+            self.events.event(job, COPY_STUCK.type, COPY_STUCK.reason, message)
+            if self.on_stuck is not None:
+                self.on_stuck(job, self.worker.name, message)
+        self._judge_stall(now, cfg)
+
+    def _judge_stall(self, now: datetime, cfg: ProgressConfig) -> None:
+        """Stalled while enough copies sit silent; cleared once a copy shows the controller at work."""
+        copies = self.copies.items()
+        present = {str(c["metadata"].get("uid")) for c in copies}
+        for uid in [u for u in self._silent if u not in present]:
+            self._silent.pop(uid, None)
+        if self._stalled_since is not None:
+            if not any(controller_acted(c, self._stall_counted, self._stalled_since) for c in copies):
+                return
+            log.info("worker %s: its %s controller is at work again: no longer stalled", self.worker.name,
+                     self.kind.name)
+            self._stalled_since, self._stall_counted = None, set()
+            self._silent.clear()
+            self.worker.set_stalled(self.kind.name, None)
+            return
+        reason = stalled_reason(self.worker.name, len(self._silent), cfg, self.kind.name)
+        if reason is not None:
+            log.warning("worker %s is STALLED: %s", self.worker.name, reason)
+            self._stalled_since, self._stall_counted = now, set(self._silent)
+            self.worker.set_stalled(self.kind.name, reason)
+
     async def check_loop(self) -> None:
-        interval = max(1.0, min(30.0, self.unschedulable_timeout / 4))
+        deadlines = [self.unschedulable_timeout]
+        if self.progress is not None:
+            deadlines += [self.progress.pods_created_timeout, self.progress.container_start_timeout]
+        interval = max(1.0, min(30.0, min(deadlines) / 4))
         while True:
             await asyncio.sleep(interval)
             started = time.monotonic()
             await self.check_unschedulable()
-            log.debug("worker %s: unschedulable check took %.2fs", self.worker.name, time.monotonic() - started)
+            await self.check_progress()
+            log.debug("worker %s: stuck-copy checks took %.2fs", self.worker.name, time.monotonic() - started)
 

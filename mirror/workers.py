@@ -12,6 +12,12 @@ probe) slower than ``slow_after`` seconds, or one still waiting longer than that
 take them, and its calls share one small pool of reconcile slots with every other slow worker
 (``slow_slots``), so slow workers together never hold more than that pool, whatever their number.
 It is not unhealthy: its copies keep being mirrored and nothing is re-dispatched.
+
+A worker that answers but runs nothing is *stalled* (issue 36): several of our copies there
+have had no pod and no word from its Job controller past ``podsCreatedTimeout`` (found by
+:mod:`mirror.worker_events`). Not lost — its API server answers and its copies stay — but
+placement should avoid it; the condition clears itself once a copy there shows its
+controller at work again.
 """
 
 from __future__ import annotations
@@ -151,6 +157,8 @@ class WorkerCluster:
         self._slow_reason = ""
         #: set once the first probe has answered either way, so the first placements see every worker
         self.probed = asyncio.Event()
+        #: why it runs nothing, per kind whose copies show it (set and cleared by worker events)
+        self._stalled: dict[str, str] = {}
 
     # -- cache views ------------------------------------------------------------------------
 
@@ -201,6 +209,21 @@ class WorkerCluster:
             log.log(logging.INFO if now_healthy else logging.WARNING, "worker %s is now %s%s", self.name,
                     "healthy" if now_healthy else "UNHEALTHY", f": {self.last_error}" if self.last_error else "")
         metrics.WORKER_UP.labels(self.name).set(1 if now_healthy else 0)
+
+    # -- stalled (runs nothing) -----------------------------------------------------------------
+
+    @property
+    def stalled(self) -> str | None:
+        """Why this worker runs nothing (its copies get no pod and no status), or None."""
+        return next(iter(self._stalled.values()), None)
+
+    def set_stalled(self, kind: str, reason: str | None) -> None:
+        """Worker events of ``kind`` found the worker's controller silent (``reason``) or at work (None)."""
+        if reason is None:
+            self._stalled.pop(kind, None)
+        else:
+            self._stalled[kind] = reason
+        metrics.WORKER_STALLED.labels(self.name).set(1 if self._stalled else 0)
 
     # -- slowness -----------------------------------------------------------------------------
 
@@ -320,4 +343,5 @@ class WorkerCluster:
             "unfinished": self.unfinished(),
             "isManager": self.is_manager,
             "slow": self.slow(),
+            "stalled": self.stalled,
         }

@@ -20,7 +20,7 @@ KNOWN = {
     "WorkerDroppedFields": WARNING, "CopyRecreated": NORMAL, "Replaced": NORMAL, "NameCollision": WARNING,
     "RemoteDeleted": NORMAL, "FinalizerReleased": NORMAL, "FinishedWithoutCopy": WARNING,
     "CopyLeftForGC": WARNING, "StatusRejected": WARNING, "StaleCopyOutcomeUsed": NORMAL,
-    "CopyUnschedulable": WARNING, "WorkerWarning": WARNING,
+    "CopyUnschedulable": WARNING, "CopyStuck": WARNING, "WorkerWarning": WARNING,
     "HeadOfLineHoldEnded": NORMAL,  # issue 32: a waiting Job's hold on its workers is bounded
     "NamespaceWeaker": WARNING,  # issue 32: a worker namespace weaker than the manager's gets no copy
 }

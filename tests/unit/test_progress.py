@@ -21,7 +21,7 @@ from mirror.progress import (
 )
 
 NOW = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)
-CFG = ProgressConfig()  # podsCreatedTimeout 120, containerStartTimeout 300
+CFG = ProgressConfig.model_validate({})  # podsCreatedTimeout 120, containerStartTimeout 300
 UNSCHED = 300.0
 
 
