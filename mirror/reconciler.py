@@ -87,6 +87,7 @@ from mirror.naming import (
 from mirror.placement import NoWorker, WaitingForRoom, WorkerChooser
 from mirror.placer import Choice, Placer, WaitingForQuota
 from mirror.plan import MAX_ACTIONS, Action, Do, Found, Group, next_action
+from mirror.progress import copy_counts_ran, nothing_ran
 from mirror.room.view import RoomView
 from mirror.status_lag import StatusLag
 from mirror.worker_calls import WorkerCalls
@@ -703,20 +704,19 @@ class Reconciler:
         """Delete a copy none of whose pods ever started and place the Job elsewhere, avoiding that worker.
 
         Stuck copies are recorded only with RoomAware (:meth:`copy_stuck`), so the Job goes where
-        room is known to be now. Only when nothing can have run: every pod of the copy (read live,
-        not from a cache) is still unbound to a node, and the copy counts no finished pod.
-        Otherwise it is never moved.
+        room is known to be now. Only when nothing can have run (mirror.progress.nothing_ran): no
+        container of any pod of the copy (read live, not from a cache) has ever started, and the copy
+        counts no finished or ready pod — a pod bound to a node whose image cannot be pulled has run
+        nothing. Otherwise it is never moved.
         No other worker can take it now: the copy stays, and the next timeout asks again.
         """
         memory = self._remember_about(job["metadata"]["uid"])
-        st = remote.get("status") or {}
-        started = (self.kind.pods is None or st.get("succeeded") or st.get("failed")
-                   or any((st.get("uncountedTerminatedPods") or {}).values()))
+        started = self.kind.pods is None or copy_counts_ran(remote)
         if not started:
-            started = any((p.get("spec") or {}).get("nodeName") for p in await self._copy_pods(worker, remote))
+            started = not nothing_ran(remote, await self._copy_pods(worker, remote))
         if started:
             memory.stuck.pop(worker.name, None)
-            log.info("%s/%s: the copy on %s is not moved: a pod of it was scheduled or has run",
+            log.info("%s/%s: the copy on %s is not moved: a container of it has started",
                      job["metadata"]["namespace"], job["metadata"]["name"], worker.name)
             return self.cfg.resync_period
         try:

@@ -217,7 +217,7 @@ async def test_a_worker_lost_between_placement_and_create_is_left_at_once() -> N
 
 @pytest.mark.parametrize(("pinned", "started", "moved"), [(False, False, True), (False, True, False),
                                                           (True, False, False)],
-                         ids=["moved", "a-pod-was-scheduled", "pinned"])
+                         ids=["moved", "a-container-started", "pinned"])
 async def test_a_copy_whose_pods_never_scheduled_is_moved(pinned: bool, started: bool, moved: bool) -> None:
     """RoomAware (room views on both workers): the stuck copy goes where room is known to be now"""
     ready = [{"type": "Ready", "status": "True"}]
@@ -232,9 +232,13 @@ async def test_a_copy_whose_pods_never_scheduled_is_moved(pinned: bool, started:
         pod: Obj = {"metadata": {"name": "a-x7k2p", "labels": {
             "batch.kubernetes.io/controller-uid": copy["metadata"]["uid"]}},
             "spec": {"containers": [{"name": "c", "image": "x"}]}}
-        if started:
-            pod["spec"]["nodeName"] = "n1"
-        await f.workers["worker-1"].client("kcm").create(PODS, "default", pod)
+        pod["spec"]["nodeName"] = "n1"  # bound, but no container started: nothing ran, it may move
+        kubelet = f.workers["worker-1"].client("kcm")
+        pod = await kubelet.create(PODS, "default", pod)
+        if started:  # the kubelet says its container runs (status is written apart, as a kubelet does)
+            pod["status"] = {"phase": "Running", "containerStatuses": [
+                {"name": "c", "state": {"running": {"startedAt": "2026-11-26T00:00:00Z"}}}]}
+            await kubelet.replace(PODS, "default", "a-x7k2p", pod, subresource="status")
         uid = f.job("a")["metadata"]["uid"]  # type: ignore[index]
         f.reconciler.copy_stuck(uid, "worker-1", "its pod a-x7k2p has been unschedulable since …")
         await f.sync("a")
