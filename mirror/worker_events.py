@@ -301,7 +301,7 @@ class WorkerEvents:
     def _candidates(self, now: datetime, cfg: ProgressConfig) -> list[Obj]:
         """Copies worth reading this round, from the cache alone, least recently read first."""
         found = [c for c in self.copies.items() if c["metadata"].get("uid") not in self._ran
-                 and not self.kind.is_finished(c)
+                 and not c["metadata"].get("deletionTimestamp") and not self.kind.is_finished(c)
                  and worth_a_look(c, now, cfg, unschedulable_timeout=self.unschedulable_timeout)]
         found.sort(key=lambda c: self._looked.get(c["metadata"].get("uid", ""), _EPOCH))
         return found[: cfg.max_looks_per_round]
@@ -316,10 +316,10 @@ class WorkerEvents:
         for copy in self._candidates(now, cfg):
             md = copy["metadata"]
             uid = str(md.get("uid") or "")
+            self._looked[uid] = now  # first: a copy skipped below must not hold a slot every round
             job = self._manager_of(copy)
             if job is None:
                 continue
-            self._looked[uid] = now
             try:
                 pods, _ = await self.worker.client.list_all(PODS, md.get("namespace"),
                                                             label_selector=self.pods.selector(copy))

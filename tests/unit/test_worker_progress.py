@@ -174,3 +174,15 @@ async def test_pods_are_read_for_a_bounded_number_of_copies_per_round(fb: Bed) -
     assert w.count("GET", "/pods") == before + 2
     await fb.check()  # the third, least recently read, comes first in the next round
     assert sorted(name for name, _, _ in fb.told) == ["b1", "b2", "b3"]
+
+
+async def test_a_copy_being_deleted_is_not_read(fb: Bed) -> None:
+    await fb.place("gone")
+    w = fb.fleet.workers[W]
+    await w.client("user").patch(JOBS, "default", "gone", {"metadata": {"finalizers": ["test.dev/hold"]}})
+    await w.client("user").delete(JOBS, "default", "gone")
+    await fb.fleet.settle()
+    before = w.count("GET", "/pods")
+    fb.clock.advance(121)
+    await fb.check()
+    assert w.count("GET", "/pods") == before and fb.told == []
