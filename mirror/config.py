@@ -47,6 +47,7 @@ from pydantic_settings import (
 
 from mirror.claim import ClaimRule
 from mirror.naming import BUILTIN_CONTROLLER_NAME, DEFAULT_CONTROLLER_NAME, default_origin
+from mirror.progress import ProgressConfig
 from mirror.room.quantity import parse as parse_quantity
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -430,6 +431,10 @@ class Config(BaseSettings):
         "RoomAware: seconds a Job waiting for room may hold the workers it waits for against Jobs created "
         "after it (first come, first placed), counted from when the first of the two began waiting; then "
         "it stops holding (a HeadOfLineHoldEnded event) and keeps waiting. 0: no Job holds a worker."))
+    progress: ProgressConfig = Field(default_factory=ProgressConfig, description=(
+        "Deadlines of a copy's phases on its worker (pods created, a container started): past one, the copy "
+        "is reported stuck with the worker's own cause and moved while nothing of it ran; see "
+        "[Stuck copies](../concepts.md#stuck-copies)."))
     scheduling: Scheduling = Field(default_factory=Scheduling, description=(
         "The order in which Jobs waiting in the manager are placed: priority, fair share between tenants, "
         "per-tenant quotas across the fleet, backfill."))

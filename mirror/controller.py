@@ -189,7 +189,7 @@ class MirrorController:
         for w in self.workers.values():
             self.worker_events[kind.name, w.name] = WorkerEvents(
                 w, kind, informer, mirrored, unschedulable_timeout=self.cfg.unschedulable_timeout,
-                on_stuck=self._stuck_handler(kind))
+                on_stuck=self._stuck_handler(kind), progress=self.cfg.progress)
 
     def _namespace_informer(self) -> Informer | None:
         """A watch on the manager's namespaces for workers[].access namespaceSelectors: none without

@@ -222,8 +222,10 @@ class Placer:
 
     def views(self, exclude: Collection[str] = ()) -> list[WorkerView]:
         return [
+            # A stalled worker (its Job controller runs none of our copies) is used, as a slow one, only
+            # when no other can take the Job: excluded, it could never show it runs copies again.
             WorkerView(w.name, w.healthy and w.name not in exclude, w.unfinished() + len(self._pending[w.name]),
-                       w.cfg.labels, slow=w.slow() is not None)
+                       w.cfg.labels, slow=w.slow() is not None or w.stalled is not None)
             for w in self.workers.values()
         ]
 

@@ -62,22 +62,22 @@ class ProgressConfig(BaseModel):
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
-    pods_created_timeout: float = Field(120.0, gt=0, description=(
+    pods_created_timeout: float = Field(default=120.0, gt=0, description=(
         "Seconds a copy may exist on its worker without a pod (and without a finished one) before it is "
         "reported stuck in phase `created`, naming the worker's FailedCreate message or, with none, "
         "\"no pod and no status from this worker's Job controller\". A healthy Job controller makes the "
         "first pod within seconds; 120 s leaves room for a busy one."))
-    container_start_timeout: float = Field(300.0, gt=0, description=(
+    container_start_timeout: float = Field(default=300.0, gt=0, description=(
         "Seconds a pod of the copy may be bound to a node with no container ever started before the copy "
         "is reported stuck in phase `pods bound` — only when the kubelet names a failure (ErrImagePull, "
         "ImagePullBackOff, InvalidImageName, CreateContainerConfigError, CreateContainerError, FailedMount, "
         "...) or reports no container status at all: an image still pulling is progress."))
-    stalled_copies: int = Field(3, ge=1, description=(
+    stalled_copies: int = Field(default=3, ge=1, description=(
         "A worker with this many copies in phase `created` past podsCreatedTimeout, with no pod and no "
         "FailedCreate (its Job controller says nothing), is marked stalled: placement avoids it, "
         "jobmirror_worker_stalled is 1, alert JobmirrorWorkerStalled. Cleared when one of its copies "
         "shows its Job controller at work again."))
-    max_looks_per_round: int = Field(20, ge=1, description=(
+    max_looks_per_round: int = Field(default=20, ge=1, description=(
         "Copies past a deadline whose pods one check round reads from one worker (the rest wait for the "
         "next round): bounds the calls a fleet of stuck copies costs."))
 

@@ -726,7 +726,7 @@ class Reconciler:
                      worker.name, exc)
             memory.stuck.pop(worker.name, None)  # asked again at the next unschedulable timeout
             return self.cfg.resync_period
-        if not await self._delete_remote(job, worker, remote, "moved: unschedulable"):
+        if not await self._delete_remote(job, worker, remote, "moved: stuck before it ran"):
             return retry_delay(memory.refusals.get("delete", 0), base=min(self.cfg.resync_period, 5.0))
         memory.stuck.pop(worker.name, None)
         memory.refused[worker.name] = self.clock() + REFUSAL_EXCLUSION  # avoided for this Job a while
