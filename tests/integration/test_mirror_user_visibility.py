@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -28,7 +26,7 @@ from kruntime.resources import PODS, Obj, Resource
 from mirror import metrics
 from mirror.naming import ANNOTATION_PIN, ANNOTATION_PLACEMENT_REASON
 from tests.conftest import ensure_namespace, wait_for
-from tests.integration.inspect_env import expose_through_service_proxy, host_address, proxied, user
+from tests.integration.inspect_env import expose_through_service_proxy, host_address, plugin, proxied, user
 from tests.integration.mirror_env import MirrorEnv, make_job, mirror_env
 
 pytestmark = pytest.mark.integration
@@ -44,16 +42,6 @@ async def manager_event(env: MirrorEnv, name: str, reason: str, *, contains: str
         return next((e for e in await env.events(name) if e["reason"] == reason and contains in e["message"]), None)
 
     return await wait_for(probe, timeout=timeout, what=f"event {reason} on {name}")  # type: ignore[no-any-return]
-
-
-async def plugin(*args: str, timeout: float = 60) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBMIRROR_", "KUBECONFIG"))}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "import sys; from mirror.cli import plugin_main; sys.exit(plugin_main())", *args,
-        cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 def write_config(env: MirrorEnv, path: Path) -> Path:
