@@ -33,7 +33,6 @@ pytestmark = pytest.mark.integration
 
 ClientFor = Callable[[ClusterSpec], Awaitable[ClusterClient]]
 ClusterFn = Callable[[ClusterSpec], LocalCluster]
-REPO = Path(__file__).resolve().parents[2]
 QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 
 
