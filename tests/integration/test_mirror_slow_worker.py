@@ -76,8 +76,10 @@ async def slow_webhook(client_for: ClientFor, ns: str, tmp_path: Path) -> AsyncI
 async def test_a_worker_answering_in_9s_does_not_slow_jobs_on_the_others(
         client_for: ClientFor, cluster: ClusterFn, ns: str, slow_webhook: list[float]) -> None:
     """6 Jobs pinned to the slow worker first, then 20 to the fast one, with 2 reconcile slots: every
-    fast Job's copy exists within 5 s (the slow worker's calls go on without holding the slots), the
-    slow worker is marked slow, and its Jobs still run"""
+    fast Job's copy exists long before the slow worker's calls could have let it through if they held
+    the slots (6 calls of 9 s over 2 slots, about 27 s; the bound is 15 s: a quiet machine takes ~3 s, a CI
+    run with the kind and chaos lanes beside it took up to 7.7 s), the slow worker is marked slow, and
+    its Jobs still run"""
     async with mirror_env(client_for, cluster, ns, workers_concurrency=2) as env:
         ctrl = await env.start()
         for i in range(6):
@@ -99,7 +101,8 @@ async def test_a_worker_answering_in_9s_does_not_slow_jobs_on_the_others(
 
         await wait_for(all_copied, timeout=60, what="every fast Job's copy on worker-1", interval=0.2)
         waits = sorted(seen[n] - created[n] for n in created)
-        assert waits[-1] < 5.0, f"a Job on the fast worker waited {waits[-1]:.1f}s for its copy: {waits}"
+        held = 6 * DELAY / 2  # how long the fast Jobs would wait if the slow calls held both slots
+        assert waits[-1] < held * 0.55, f"a Job on the fast worker waited {waits[-1]:.1f}s for its copy: {waits}"
         slow = ctrl.workers["worker-2"]
         assert slow.slow() is not None and slow.healthy, (slow.slow(), slow.describe())
         assert metrics.WORKER_CALLS_DETACHED.labels("worker-2")._value.get() >= 1
