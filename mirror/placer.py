@@ -17,7 +17,7 @@ import heapq
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from jobapi.objects import annotations_of
 from kruntime.resources import Obj, key_of
@@ -82,6 +82,9 @@ class Choice:
     #: what the chosen worker reserves until the copy's pods are bound
     pod: PodShape | None = None
     pods: int = 0
+    #: whose the Job is and what it holds while it runs (fair share and quota count it from placement)
+    tenant: str = ""
+    demand: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,7 @@ class Placer:
             self._ended(uid)
 
     def forget(self, uid: str) -> None:
+        self._kind_of.pop(uid, None)
         for pending in self._pending.values():
             pending.discard(uid)
         self._stop_waiting(uid)
@@ -283,7 +287,8 @@ class Placer:
         if chosen in backfilled:
             metrics.BACKFILLS.labels(chosen).inc()
             why += "; backfilled: it ends before the Job first in line there could start"
-        return Choice(chosen, why + (f"; room on {chosen}: {fits[chosen].why}" if chosen in fits else ""), pod, want)
+        return Choice(chosen, why + (f"; room on {chosen}: {fits[chosen].why}" if chosen in fits else ""), pod, want,
+                      tenant, demand)
 
     def _check_quota(self, uid: str, job: Obj, tenant: str, demand: Mapping[str, int], priority: int) -> None:
         """Raise WaitingForQuota (or OverQuotaForever) when placing the Job would take its tenant past its
@@ -431,7 +436,7 @@ class Placer:
 
     # -- placing and waiting ------------------------------------------------------------------
 
-    def placing(self, kind: MirroredKind, job: Obj, choice: Choice, remote_name: str) -> None:
+    def placing(self, job: Obj, choice: Choice, remote_name: str) -> None:
         """Count the Job against the chosen worker at once (before the placement write): concurrent
         passes placing a burst must see each other's choices, or they all pick the same least-loaded
         worker — and, with room views, the room its pods will take until they are bound — and its
@@ -441,7 +446,7 @@ class Placer:
         room = self.rooms.get(choice.worker)
         if room is not None and choice.pod is not None:
             room.reserve(uid, job["metadata"]["namespace"], remote_name, choice.pod, choice.pods)
-        self.running.add(uid, Running(self.tenant(job), self.demand(kind, job), choice.worker, self.clock(),
+        self.running.add(uid, Running(choice.tenant, choice.demand, choice.worker, self.clock(),
                                       self.length(job)))
         self._why.pop(uid, None)
 

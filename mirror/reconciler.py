@@ -475,7 +475,7 @@ class Reconciler:
         name = job["metadata"]["name"]
         remote_name = derived_remote_name(name, self.origin) if self.workers[chosen].is_manager else name
         uid = job["metadata"]["uid"]
-        self.places.placing(self.kind, job, choice, remote_name)
+        self.places.placing(job, choice, remote_name)
         try:
             return await self.writes.record_placement(job, chosen, remote_name, choice.why)
         except BaseException:
