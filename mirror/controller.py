@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
@@ -31,7 +32,7 @@ from mirror.jobsets.kind import JOBSET_KIND
 from mirror.kinds import MirroredKind, QueueKey
 from mirror.naming import FIELD_MANAGER, FINALIZER
 from mirror.placement import policy_for
-from mirror.placer import Placer
+from mirror.placer import BEHIND_WAKES, WAITING_RECHECK, Placer
 from mirror.reconciler import Reconciler
 from mirror.room.view import RoomView
 from mirror.status_lag import newly_decided, status_changed
@@ -251,7 +252,7 @@ class MirrorController:
     def _room_appeared(self, worker: str) -> None:
         """A bound pod left ``worker`` or one of its nodes changed: the Jobs first in line for it look again."""
         if self.placer is not None:
-            self.placer.wake_heads([worker])
+            self.placer.room_freed(worker)
 
     def _stuck_handler(self, kind: MirroredKind) -> Callable[[Obj, str, str], None]:
         """A copy's pods stayed unschedulable past the timeout: its reconciler may move it (next pass)."""
@@ -395,6 +396,7 @@ class MirrorController:
         if self.rooms:
             spawn(self._export_rooms(), "room-metrics")
         spawn(self._export_tenants(), "tenant-metrics")
+        spawn(self._tend_line(), "waiting-line")
         for informer in self.informers.values():
             await informer.wait_synced()
         # Give reachable workers a moment to sync and answer a probe, so the first placements
@@ -472,6 +474,20 @@ class MirrorController:
             if self.placer is not None:
                 self.placer.export()
             await asyncio.sleep(interval)
+
+    async def _tend_line(self) -> None:
+        """The waiting Jobs' clock: every WAITING_RECHECK seconds the first in each worker's line looks
+        for room again, and every resync period the next BEHIND_WAKES too (room that appeared without
+        an event, a rank that changed with time). No waiting Job has a timer of its own."""
+        last_deep = time.monotonic()
+        while True:
+            await asyncio.sleep(WAITING_RECHECK)
+            if self.placer is None:
+                continue
+            deep = time.monotonic() - last_deep >= self.cfg.resync_period
+            if deep:
+                last_deep = time.monotonic()
+            self.placer.wake_waiting(behind=BEHIND_WAKES if deep else 0)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)

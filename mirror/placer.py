@@ -52,8 +52,12 @@ from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
 
-#: seconds between two looks for room for a Job waiting in the manager (RoomAware)
+#: seconds between two looks for room by the Jobs first in line (RoomAware): the placer's sweep
+#: (:meth:`Placer.wake_waiting`), not a timer per Job
 WAITING_RECHECK = 3.0
+#: how many Jobs behind the first in a worker's line are looked at when room appears there (one
+#: the first cannot use, or will not need before it could start: backfill; a first whose hold lapsed)
+BEHIND_WAKES = 8
 #: how many of a tenant's Jobs waiting for its quota are looked at again when some of it frees
 QUOTA_WAKES = 8
 #: seconds the fleet's capacity (the sum of the room views) is reused between placements
@@ -102,14 +106,19 @@ class QueueEntry:
     starts_in: float | None = None
 
 
-def recheck_after(first: bool, held_until: float | None, now: float, resync: float) -> float:
-    """Seconds until a Job left waiting for room is looked at again: soon when it is first in line
-    for a worker (room there is its), at the moment the hold keeping it from a roomy worker lapses,
-    else at the resync (it is woken when it becomes first)."""
-    again = min(resync, WAITING_RECHECK) if first else resync
+def recheck_after(in_line: bool, held_until: float | None, now: float, resync: float) -> float | None:
+    """Seconds until a Job left unplaced is looked at again (None: only when woken).
+
+    A Job waiting in line (for room or for its tenant's quota) has no timer of its own: the placer
+    wakes the first in line for each worker every WAITING_RECHECK seconds, the next BEHIND_WAKES
+    when room appears there, and a tenant's best quota waiters when its work ends — with 10,000
+    waiting, 10,000 timers would each wake a pass that finds nothing new. The one exception is a Job
+    that has room now and is held only by a Job ahead (headOfLineHold): it is looked at the moment
+    that hold lapses. A Job that no worker may take (pin, selector, access, never fits) is in no
+    line: it is looked at again at the resync."""
     if held_until is not None:
-        again = min(again, max(held_until - now, 0.05))
-    return again
+        return max(held_until - now, 0.05)
+    return None if in_line else resync
 
 
 class Placer:
@@ -469,8 +478,12 @@ class Placer:
     def is_first(self, uid: str) -> bool:
         return self.waiting.is_first(uid, self.clock())
 
-    def recheck(self, uid: str, held_until: float | None) -> float:
-        return recheck_after(self.is_first(uid), held_until, self.clock(), self.cfg.resync_period)
+    def in_line(self, uid: str) -> bool:
+        """Whether the Job waits in a line the placer wakes from: for room, or for its tenant's quota."""
+        return uid in self.waiting or any(uid in w for w in self._over_quota.values())
+
+    def recheck(self, uid: str, held_until: float | None) -> float | None:
+        return recheck_after(self.in_line(uid), held_until, self.clock(), self.cfg.resync_period)
 
     def hold_ended(self, uid: str) -> list[str]:
         """The workers the Job, first in line for them, no longer holds because its headOfLineHold
@@ -502,15 +515,29 @@ class Placer:
         if waiting and self.wake is not None:
             self.wake([key for _, key in heapq.nsmallest(QUOTA_WAKES, waiting.values())])
         if gone.worker:
-            self.wake_heads([gone.worker])  # its room frees up (and the order of the line may change)
+            self.room_freed(gone.worker)  # (and the order of the line may change)
 
-    def wake_heads(self, workers: Iterable[str]) -> None:
+    def room_freed(self, worker: str) -> None:
+        """Room may have appeared on ``worker`` (a Job or pod there ended, a node changed): the first in
+        its line looks again, and the next few behind it, which may fit room the first cannot use."""
+        self.wake_heads([worker], behind=BEHIND_WAKES)
+
+    def wake_waiting(self, behind: int = 0) -> None:
+        """The sweep that stands for the waiting Jobs' timers: the first in every worker's line looks
+        again (room may have appeared unseen, a rank may have changed with time), and ``behind`` more."""
+        self.wake_heads(self.waiting.workers(), behind=behind)
+
+    def wake_heads(self, workers: Iterable[str], behind: int = 0) -> None:
         """Look again at once at the Job first in line for each of ``workers`` (room may be there),
-        and at the best-ranked one still holding it when the first's hold lapsed (line.heads)."""
+        at the best-ranked one still holding it when the first's hold lapsed (line.heads), and at
+        the ``behind`` best-ranked after the first."""
         if self.wake is None:
             return
-        keys = [QueueKey(self._kind_of.get(u, ""), self.waiting[u].key)
-                for u in heads(self.waiting, workers, self.clock(), self.cfg.head_of_line_hold)]
+        workers, now = sorted(set(workers)), self.clock()
+        uids = heads(self.waiting, workers, now, self.cfg.head_of_line_hold)
+        for w in workers if behind else ():
+            uids += [u for u in self.waiting.best(w, now, behind + 1) if u not in uids]
+        keys = [QueueKey(self._kind_of.get(u, ""), self.waiting[u].key) for u in uids]
         if keys:
             self.wake(keys)
 

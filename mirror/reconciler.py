@@ -299,8 +299,8 @@ class Reconciler:
                 job, placement = await self._place(job)  # one write: the finalizer and the placement
                 if placement.worker is not None:
                     return replace(g, job=job)
-                # Room is looked for again soon by the Job first in line for a worker; the ones behind
-                # it are woken when they become first (Placer.wake_heads), not re-checked every few seconds.
+                # A Job waiting in line has no timer: the placer wakes the first in each worker's line
+                # every few seconds and the next few when room appears there (Placer.recheck).
                 uid = job["metadata"]["uid"]
                 return Done(self.places.recheck(uid, self._recalled(uid).held_until))
             case Do.ENSURE_FINALIZER:
@@ -531,6 +531,7 @@ class Reconciler:
             choice = self._choose(job, {old})
         except NoWorker:
             await self._place(job, exclude={old})  # says why, once, as for a Job never placed
+            # Still placed on the lost worker, it leaves the line at its next pass: a timer of its own.
             return self.cfg.resync_period
         self._clear_wait(job["metadata"]["uid"])
         return await self._move(job, choice, old, REDISPATCHED, message)

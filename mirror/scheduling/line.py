@@ -122,10 +122,8 @@ class WaitingLine(Mapping[str, Waiting]):
                 heaps = lines.setdefault(worker, {}).setdefault(waiting.tenant, [[] for _ in _ORDERS])
                 for heap, key in zip(heaps, _ORDERS, strict=True):
                     heapq.heappush(heap, (key(waiting, since), since, uid))
-                    if len(heap) > 2 * len(self._jobs) + 16:  # mostly stale entries: keep the heap small
-                        heap[:] = [(key(w, self._since[u]), self._since[u], u) for u, w in self._jobs.items()
-                                   if worker in w.could and w.tenant == waiting.tenant]
-                        heapq.heapify(heap)
+            if len(self._lines[worker][waiting.tenant][0]) > 2 * len(self._jobs) + 16:  # mostly stale: compact
+                self._compact(worker, waiting.tenant)
 
     def pop(self, uid: str) -> Waiting | None:
         self._since.pop(uid, None)
@@ -162,6 +160,69 @@ class WaitingLine(Mapping[str, Waiting]):
             if not any(lines[tenant]):
                 del lines[tenant]
         return None if best is None else best[1]
+
+    def best(self, worker: str, now: float, k: int, _compacted: frozenset[str] = frozenset()) -> list[str]:
+        """Up to ``k`` uids waiting for ``worker``, best-ranked first: the first in line and those next
+        behind it (the ones to look at when room appears that the first may not use: backfill, or a
+        first whose hold lapsed). Walks the heaps as trees from their roots, best rank first: within a
+        tenant the creation heap is in rank order for Jobs not aged, the since heap for aged ones, so
+        the walk meets every Job after all that rank before it, in O(tenants + k log k) plus the stale
+        entries it walks past; a heap with more of those than ``stale`` is compacted first."""
+        out: list[str] = []
+        lines = self._lines.get(worker) or {}
+        if k <= 0 or not lines:
+            return out
+        stale = 8 * k + 64
+        frontier: list[tuple[Any, int, int, int]] = []  # (rank, tie, heap number, index)
+        heaps = [(heap, tenant, order) for tenant, hs in lines.items() for heap, order in zip(hs, _ORDERS, strict=True)]
+        seen: set[str] = set()
+        walked = [0] * len(heaps)
+
+        def visit(h: int, i: int) -> bool:
+            """Push the current entries at and below ``i`` that are not yet seen; False: too stale."""
+            heap, tenant, order = heaps[h]
+            stack = [i]
+            while stack:
+                j = stack.pop()
+                if j >= len(heap):
+                    continue
+                uid = heap[j][2]
+                if self._current(heap[j], worker, tenant, order) and uid not in seen:
+                    seen.add(uid)
+                    heapq.heappush(frontier, (self.rank(uid, now), len(seen), h, j))
+                    continue
+                walked[h] += 1  # stale, or met in the tenant's other heap: its children may be current
+                if walked[h] > stale and tenant not in _compacted:
+                    return False
+                stack.extend((2 * j + 1, 2 * j + 2))
+            return True
+
+        def again(h: int) -> list[str]:
+            tenant = heaps[h][1]
+            self._compact(worker, tenant)
+            return self.best(worker, now, k, _compacted | {tenant})  # once per tenant: it ends
+
+        for h in range(len(heaps)):
+            if not visit(h, 0):
+                return again(h)
+        while frontier and len(out) < k:
+            _, _, h, j = heapq.heappop(frontier)
+            out.append(heaps[h][0][j][2])
+            if not (visit(h, 2 * j + 1) and visit(h, 2 * j + 2)):
+                return again(h)
+        return out
+
+    def _compact(self, worker: str, tenant: str) -> None:
+        """Rebuild a (worker, tenant)'s heaps from the Jobs waiting now: no stale entries left."""
+        jobs = [(u, w, self._since[u]) for u, w in self._jobs.items() if worker in w.could and w.tenant == tenant]
+        for lines in (self._lines, self._holders):
+            for heap, key in zip(lines.get(worker, {}).get(tenant, ()), _ORDERS, strict=False):
+                heap[:] = [(key(w, since), since, u) for u, w, since in jobs]
+                heapq.heapify(heap)
+
+    def workers(self) -> list[str]:
+        """The workers some Job may be waiting for (a line once made is kept while any entry is in it)."""
+        return [w for w, lines in self._lines.items() if lines]
 
     def first(self, worker: str, now: float = 0.0) -> str | None:
         """The uid of the best-ranked Job waiting for ``worker``."""

@@ -18,7 +18,7 @@ import pytest
 from kruntime.resources import PODS, Obj
 from mirror.naming import ANNOTATION_CLUSTER
 from mirror.placement import WaitingForRoom, WorkerView, narrow_by_room
-from mirror.placer import WAITING_RECHECK, recheck_after
+from mirror.placer import recheck_after
 from mirror.room.fit import WorkerFit, worker_fit
 from mirror.room.requests import shape_of_template
 from mirror.room.view import is_daemon_pod, rooms_of
@@ -215,17 +215,18 @@ def test_a_job_that_waits_for_room_itself_gives_no_hold_lapse() -> None:
     assert wait.value.held_until is None
 
 
-@pytest.mark.parametrize(("first", "held_until", "now", "after"), [
-    (True, None, 0.0, WAITING_RECHECK),
-    (False, None, 0.0, 30.0),  # woken when it becomes first, or at the resync
-    (False, 120.0, 110.0, 10.0),  # held: looked at again the moment the hold lapses
+@pytest.mark.parametrize(("in_line", "held_until", "now", "after"), [
+    (True, None, 0.0, None),  # waiting in line: no timer of its own (the placer's sweep and wakes)
+    (False, None, 0.0, 30.0),  # in no line (pin, selector, never fits): at the resync
+    (True, 120.0, 110.0, 10.0),  # held: looked at again the moment the hold lapses
     (True, 120.0, 119.0, 1.0),
-    (False, 120.0, 130.0, 0.05),  # lapsed already: at once (never a negative delay)
-    (False, 500.0, 0.0, 30.0),
+    (True, 120.0, 130.0, 0.05),  # lapsed already: at once (never a negative delay)
+    (True, 500.0, 0.0, 500.0),  # however far off: nothing else would look at it then
 ])
-def test_a_held_job_is_looked_at_again_when_its_hold_lapses(first: bool, held_until: float | None, now: float,
-                                                            after: float) -> None:
-    assert recheck_after(first, held_until, now, 30.0) == pytest.approx(after)
+def test_a_job_in_line_has_no_timer_unless_held_where_it_has_room(in_line: bool, held_until: float | None,
+                                                                   now: float, after: float | None) -> None:
+    got = recheck_after(in_line, held_until, now, 30.0)
+    assert got == (None if after is None else pytest.approx(after))
 
 
 # -- whole passes ---------------------------------------------------------------------------------

@@ -223,10 +223,10 @@ async def test_a_job_waits_for_room_and_is_placed_when_it_appears_before_later_j
         woken: list[str] = []  # what the controller would put on its queue at once
         f.reconciler.places.wake = lambda keys: woken.extend(k.key for k in keys)
         for room in f.reconciler.rooms.values():
-            room.on_room = lambda w: f.reconciler.places.wake_heads([w])
+            room.on_room = f.reconciler.places.room_freed  # as the controller wires it
         kubelet = await hog_on_b1(f, cpu="7")
         await f.create(job("big", requests={"cpu": "4"}))  # only worker-2's 8-cpu node could hold it
-        assert await f.sync("big") == 3.0  # looked at again soon, not after the resync period
+        assert await f.sync("big") is None  # no timer of its own: the placer wakes the first in line
         await f.sync("big")
         assert ANNOTATION_CLUSTER not in placed(f, "big")
         assert [r for r in f.reasons("big") if r == "WaitingForRoom"] == ["WaitingForRoom"]  # said once
@@ -241,7 +241,8 @@ async def test_a_job_waits_for_room_and_is_placed_when_it_appears_before_later_j
         assert placed(f, "small")[ANNOTATION_CLUSTER] == "worker-1"
         await kubelet.delete(PODS, "default", "hog")
         await f.settle()
-        assert woken == ["default/big"]  # room appeared on worker-2: the first in its line looks at once
+        # room appeared on worker-2: the first in its line looks at once, and those behind it
+        assert woken == ["default/big", "default/gpu"]
         await f.sync("gpu")  # still behind "big" until "big" is placed
         assert ANNOTATION_CLUSTER not in placed(f, "gpu")
         await f.sync("big")

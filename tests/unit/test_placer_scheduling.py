@@ -16,6 +16,7 @@ import pytest
 
 from kruntime.resources import JOBS, PRIORITY_CLASSES, Obj
 from mirror.naming import ANNOTATION_CLUSTER
+from mirror.placer import BEHIND_WAKES
 from testkit import fakecluster
 from testkit.fakefleet import FakeFleet, fake_fleet, job
 
@@ -252,3 +253,32 @@ async def test_a_job_waiting_past_the_starvation_age_goes_ahead_of_fair_share(
             await f.sync(name, ns)
         assert [(n, ns) for n, ns in (("a-wait", "team-a"), ("b-wait", "team-b"))
                 if worker_of(f, n, ns) is not None] == [gets_the_room]
+
+
+async def test_no_waiting_job_has_a_timer_the_placer_wakes_the_first_and_those_behind_it(stamps: Stamps) -> None:
+    """Issue 35 item 4: with Jobs of 3 tenants waiting for room and quota, no pass of a waiting Job asks
+    to be looked at again; the placer's sweep wakes the first in line, room freed wakes the next
+    BEHIND_WAKES, and a quota waiter is woken when its tenant's work ends."""
+    quota = {"tenants": [{"name": "team-q", "namespaces": ["team-q"], "quota": {"jobs": 1}}]}
+    async with fake_fleet(("worker-1",), nodes=ONE_WORKER, scheduling=quota) as f:
+        woken: list[str] = []
+        f.reconciler.places.wake = lambda keys: woken.extend(k.key for k in keys)
+        running = [one_cpu("a0", "team-a"), one_cpu("q0", "team-q")]
+        waiting = [one_cpu(f"{t}{i}", f"team-{t}") for i in range(1, 7) for t in "ab"]
+        await submit(f, *running)
+        afters = []
+        for j in [*waiting, one_cpu("q1", "team-q")]:
+            await f.create(j)
+            afters.append(await f.sync(j["metadata"]["name"], j["metadata"]["namespace"]))
+        assert afters == [None] * 13  # 12 waiting for room, 1 for its tenant's quota
+        assert len(f.reconciler.places.queue()) == 13
+        first = f.reconciler.places.queue()[0].key
+        f.reconciler.places.wake_waiting()
+        assert woken == [first]  # the sweep that stands for the timers: the first in line only
+        woken.clear()
+        f.reconciler.places.room_freed("worker-1")  # a pod there ended unseen by any Job of ours
+        ranked = [e.key for e in f.reconciler.places.queue() if e.key != "team-q/q1"]
+        assert woken == ranked[:1 + BEHIND_WAKES]  # the first, then the next behind it in order
+        woken.clear()
+        await finish(f, "q0", "team-q")
+        assert "team-q/q1" in woken  # its tenant's work ended: its quota waiter looks again

@@ -199,4 +199,7 @@ def test_the_ranked_line_answers_as_a_scan_of_every_waiting_job_would(seed: int,
             assert line.first(worker, now) in scan_first(line, jobs, worker, now), (step, worker)
             holding = {u: w for u, w in jobs.items() if since[u] + hold > now}
             assert line.holder(worker, now, hold) in scan_first(line, holding, worker, now), (step, worker)
+            for_worker = [] if step % 5 else sorted((u for u, w in jobs.items() if worker in w.could),
+                                                    key=lambda u: line.rank(u, now))
+            assert step % 5 or line.best(worker, now, 5) == for_worker[:5], (step, worker)  # first, then next
         assert dict(line) == jobs
