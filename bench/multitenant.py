@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import env, stats
+from bench import env, promtext, stats
 from bench import placement as pl
 from bench.machine import load
 from bench.workload import Submission, submit
@@ -375,6 +375,19 @@ TARGETS = (("makespanOverBound", 1.2, "≤"), ("smallP99OverLength", 2.0, "≤")
            ("priorityInversions", 0, "≤"))
 
 
+def controller_counts(before: list[promtext.Sample] | None, after: list[promtext.Sample] | None,
+                      jobs: int) -> dict[str, Any]:
+    """Reconcile passes per Job and the placements that backfilled, from the controller's own counters."""
+    if before is None or after is None or jobs <= 0:
+        return {"passesPerJob": None, "backfills": None}
+
+    def delta(name: str) -> float:
+        return promtext.total(after, name) - promtext.total(before, name)
+
+    return {"passesPerJob": round(delta("jobmirror_sync_duration_seconds_count") / jobs, 2),
+            "backfills": int(delta("jobmirror_backfills_total"))}
+
+
 def targets(r: Mapping[str, Any], baseline_calls: float | None = None) -> dict[str, dict[str, Any]]:
     """Issue 35's targets judged on one order's figures (None: not measurable in this run);
     ``baseline_calls``: the Arrival order's manager calls per Job (no more than today's)."""
@@ -673,6 +686,7 @@ async def run_order(order: str, jobs: Sequence[TenantJob], nodes: Mapping[str, S
         client = _client_side(ctrl_before, ctrl_after, len(jobs))
         res["apiRequests"] = client
         res["managerCallsPerJob"] = (client or {}).get("manager", {}).get("perJob")
+        res.update(controller_counts(ctrl_before, ctrl_after, len(jobs)))
         res["loadAverage"]["end"] = load()
     finally:
         for ns in namespaces.values():
@@ -762,7 +776,7 @@ def markdown_table(result: Mapping[str, Any]) -> str:
     lb = result.get("lowerBound") or {}
     head = ["order", "makespan s (÷ bound)", "Complete"] + [f"{t} wait p50 / p99" for t in TENANTS] + [
         "small p99 wait in burst (÷ Job length)", "Jain (min), s", "Jain same priority, s",
-        "inversions (in line; loose)", "manager calls/Job"]
+        "inversions (in line; loose)", "manager calls/Job", "passes/Job", "backfills"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     n = result["workload"]["jobs"]
     for order, r in result["orders"].items():
@@ -780,7 +794,7 @@ def markdown_table(result: Mapping[str, Any]) -> str:
             f"{_f(fa['mean'], 2)} ({_f(fa['min'], 2)}), {fa['samples']}",
             f"{_f(sp.get('mean'), 2)}, {sp.get('samples', '-')}",
             f"{r['priorityInversions']} ({_f(r.get('priorityInversionsInLine'))}; {r['priorityInversionsLoose']})",
-            _f(r["managerCallsPerJob"], 2)]) + " |")
+            _f(r["managerCallsPerJob"], 2), _f(r.get("passesPerJob"), 2), _f(r.get("backfills"))]) + " |")
     lines.append(f"\nlower bound {_f(lb.get('seconds'))} s ({lb.get('binding')}); waits: create sent → placed (s); "
                  "Jain: mean (min) over the seconds every tenant had work waiting, and how many seconds")
     for order, r in result["orders"].items():

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from bench import multitenant as mt
 from bench import placement as pl
+from bench import promtext
 from mirror.config import Scheduling
 from mirror.naming import ANNOTATION_EXPECTED_DURATION
 from mirror.room.fit import NodeRoom, node_room
@@ -404,3 +405,13 @@ def test_the_table_says_which_targets_are_met() -> None:
     table = mt.markdown_table(result)
     assert "Arrival, issue 35 targets: makespanOverBound 1.30 ≤ 1.2: NOT met;" in table
     assert "priorityInversions 0 ≤ 0: met" in table
+
+
+def test_passes_per_job_and_backfills_come_from_the_controllers_counters() -> None:
+    def samples(passes: float, backfills: dict[str, float]) -> list[promtext.Sample]:
+        return [promtext.Sample("jobmirror_sync_duration_seconds_count", {}, passes),
+                *(promtext.Sample("jobmirror_backfills_total", {"worker": w}, v) for w, v in backfills.items())]
+
+    got = mt.controller_counts(samples(10, {"worker-1": 1}), samples(490, {"worker-1": 4, "worker-2": 2}), 240)
+    assert got == {"passesPerJob": 2.0, "backfills": 5}
+    assert mt.controller_counts(None, samples(1, {}), 240) == {"passesPerJob": None, "backfills": None}
