@@ -9,6 +9,12 @@ Jobs; ``tests/chaos`` runs every scenario through this same code at 50.
 Each scenario gets its own namespace (the controller's allow-list) and origin, so scenarios
 share one bed: a previous scenario's leftovers are invisible to the next one's controller
 and checker.
+
+``jobset-mix`` is ``worker-stopped`` with a fifth of the workload JobSets (``jobsets=`` mixes them
+into any scenario): JobSet v0.12.0's controller then runs in the manager and in every worker for
+the scenario (testkit/jobsets.py, built on first use under the build's lock), the controller
+mirrors ``kinds: [Job, JobSet]`` and the checker judges the JobSets, their copies and the copies'
+child Jobs too.
 """
 
 from __future__ import annotations
@@ -29,12 +35,14 @@ import yaml
 
 from bench import env, promtext
 from bench.mirror_bench import controller_argv
-from bench.workload import job_manifest, submit
+from bench.workload import BENCH_LABEL, job_manifest, submit
 from clusterbed.cluster import ClusterSpec, LocalCluster
+from clusterbed.jobset import JobSetController
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, LEASES, Obj, Resource
 from mirror.naming import DEFAULT_CONTROLLER_NAME, LABEL_ORIGIN, LABEL_ORIGIN_UID
-from testkit.invariants import ChaosVerdict, InvariantChecker
+from testkit.invariants import JOB, JOBSET, ChaosVerdict, InvariantChecker
+from testkit.jobsets import make_jobset, start_jobset_controllers, stop_jobset_controllers
 from testkit.waiting import ensure_namespace
 
 # The same shapes as tests/conftest.py, so a pytest session's bed serves both.
@@ -84,6 +92,55 @@ def job_mix(n: int, rng: random.Random, prefix: str = "job") -> list[Obj]:
     return jobs
 
 
+#: the JobSet kinds of :func:`jobset_mix`, in turn, and the outcome each must end with
+JOBSET_KINDS = {"js-complete": "Completed", "js-long": "Completed", "js-failing": "Failed"}
+
+
+def jobset_mix(n: int, rng: random.Random, prefix: str = "") -> list[Obj]:
+    """N JobSets of two replicatedJobs (leader 1 x 1, workers 2 x 2 pods), in turn: completing (pods
+    0.5-3 s), long-running and completing (pods 8-15 s: still running when a fault begins), and failing
+    (every pod fails after 0.5-2 s; ``failurePolicy.maxRestarts: 1``, so one restart, then Failed with
+    ReachedMaxRestarts). Each carries the chaos run's label like the Jobs."""
+    out = []
+    for i in range(n):
+        kind = tuple(JOBSET_KINDS)[i % len(JOBSET_KINDS)]
+        extra: dict[str, Any]
+        if kind == "js-long":
+            ms, extra, outcome = rng.randint(8000, 15000), {}, "succeed"
+        elif kind == "js-failing":
+            ms, extra, outcome = rng.randint(500, 2000), {"failurePolicy": {"maxRestarts": 1}}, "fail"
+        else:
+            ms, extra, outcome = rng.randint(500, 3000), {}, "succeed"
+        js = make_jobset(f"{prefix}{kind}-{i:04d}", outcome=outcome, duration_ms=ms,
+                         labels={BENCH_LABEL: "chaos"}, pod_labels={BENCH_LABEL: "chaos"}, **extra)
+        for rjob in js["spec"]["replicatedJobs"]:
+            rjob["template"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 0
+        out.append(js)
+    return out
+
+
+def workload(n: int, rng: random.Random, jobset_share: float) -> list[Obj]:
+    """N objects: :func:`job_mix` Jobs, then ``round(n * jobset_share)`` JobSets (:func:`jobset_mix`).
+    With no share they are the Jobs of job_mix(n)."""
+    k = round(n * jobset_share)
+    return job_mix(n - k, rng) + jobset_mix(k, rng)
+
+
+def waves(objs: list[Obj]) -> list[list[Obj]]:
+    """The :data:`WAVES` waves the objects are created in: every WAVES-th Job and every WAVES-th JobSet,
+    so each wave holds both kinds (and each kind's variants)."""
+    by_kind = [[o for o in objs if o.get("kind") != JOBSET], [o for o in objs if o.get("kind") == JOBSET]]
+    return [[o for group in by_kind for o in group[w::WAVES]] for w in range(WAVES)]
+
+
+def expected_outcome(obj: Obj) -> str | None:
+    """What a JobSet of :func:`jobset_mix` must end as (None for a Job: not judged by expectation)."""
+    if obj.get("kind") != JOBSET:
+        return None
+    name = obj["metadata"]["name"]
+    return next((o for k, o in JOBSET_KINDS.items() if name.startswith(f"{k}-")), None)
+
+
 @dataclass
 class Controller:
     """One controller replica; each (re)start is a new process, its metrics a new ledger instance."""
@@ -115,9 +172,12 @@ class Run:
     """One scenario's world: clusters, clients, namespace, controllers, the checker and the rng."""
 
     def __init__(self, name: str, n: int, rng: random.Random, cluster: Callable[[ClusterSpec], LocalCluster],
-                 log_dir: Path, create_concurrency: int) -> None:
+                 log_dir: Path, create_concurrency: int, jobset_share: float = 0.0) -> None:
         self.name = name
         self.n = n
+        self.jobset_share = jobset_share
+        #: JobSet's controllers this run started (in every manager and worker), stopped at its end
+        self.jobset_controllers: list[JobSetController] = []
         self.rng = rng
         self.cluster = cluster
         self.log_dir = log_dir
@@ -155,6 +215,8 @@ class Run:
             "workers": [{"name": w, "kubeconfig": str(self.clusters[w].kubeconfig)} for w in workers],
             "namespaces": [self.ns], **TIMINGS,
         }
+        if self.jobset_share:
+            cfg["kinds"] = [JOB, JOBSET]
         if leader:
             cfg["leaderElection"] = {"enabled": True, "namespace": self.ns, "leaseName": f"jm-{origin}",
                                      **LEADER_ELECTION}
@@ -211,11 +273,11 @@ class Run:
         """Sleep until ``seconds`` after the run started."""
         await asyncio.sleep(max(0.0, self.t0 + seconds - time.time()))
 
-    def copies_now(self) -> list[tuple[str, Obj]]:
-        """Live copies the checker's worker watches hold (worker, copy uid)."""
+    def copies_now(self, kind: str = JOB) -> list[tuple[str, Obj]]:
+        """Live copies of ``kind`` the checker's worker watches hold (worker, copy uid)."""
         assert self.checker is not None
         return [(c.worker, {"uid": c.uid, "name": c.name}) for c in self.checker.recorder.copies.values()
-                if c.gone is None]
+                if c.gone is None and c.kind == kind]
 
 
 Scenario = Callable[[Run], Awaitable[None]]
@@ -390,7 +452,7 @@ async def second_writer(run: Run) -> None:
     with run.checker.fault("second status writer"):
         end = time.time() + 10
         while time.time() < end:
-            running = [m for m in run.checker.recorder.managers.values() if m.terminal is None]
+            running = [m for m in run.checker.recorder.managers.values() if m.terminal is None and m.kind == JOB]
             if not running:
                 break
             m = run.rng.choice(running)
@@ -427,6 +489,9 @@ async def no_fault(run: Run) -> None:
 
 SCENARIOS: dict[str, Scenario] = {
     "worker-stopped": worker_stopped,
+    # worker-stopped with JobSets: a lost worker is where a JobSet's copy is replaced by a second one on
+    # another worker while the first (and its child Jobs) lives on in the returned worker until deleted.
+    "jobset-mix": worker_stopped,
     "worker-frozen": worker_frozen,
     "manager-restart": manager_restart,
     "controller-kill": controller_kills,
@@ -438,32 +503,58 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
+#: the share of each scenario's workload that are JobSets (the others: none, unless asked for)
+JOBSET_SHARE = {"jobset-mix": 0.2}
+
+
 # --- one scenario, end to end -------------------------------------------------------------------
 
 async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterSpec], LocalCluster], log_dir: Path,
-                       *, timeout: float | None = None, create_concurrency: int = 20) -> dict[str, Any]:
-    """Run one scenario and return its figures and the checker's verdict (``result["verdict"]``)."""
+                       *, timeout: float | None = None, create_concurrency: int = 20,
+                       jobsets: float | None = None) -> dict[str, Any]:
+    """Run one scenario and return its figures and the checker's verdict (``result["verdict"]``).
+
+    ``jobsets``: the share of the N that are JobSets (default: :data:`JOBSET_SHARE`, else none)."""
+    share = JOBSET_SHARE.get(name, 0.0) if jobsets is None else jobsets
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"jobsets: a share between 0 and 1, not {share}")
     rng = random.Random(f"{seed}/{name}")
-    run = Run(name, n, rng, cluster, log_dir / name, create_concurrency)
+    run = Run(name, n, rng, cluster, log_dir / name, create_concurrency, share)
     timeout = timeout or 150 + 0.6 * n
-    env.say(f"chaos {name}: {n} Jobs, seed {seed}, namespace {run.ns}")
+    k = round(n * share)
+    env.say(f"chaos {name}: {n} Jobs{f' ({k} of them JobSets)' if k else ''}, seed {seed}, namespace {run.ns}")
     for spec in (MANAGER, WORKER_1, WORKER_2):
         await run.client(spec)
     shared = name == "shared-worker"
     if shared:
         await run.client(MANAGER_2)
         run.managers.append("manager-2")
+    if share:
+        # JobSet in every manager (it must leave the claimed JobSets alone) and every worker (it runs
+        # the copies). Built first if not cached, under the build's lock (never a second build).
+        t_js = time.time()
+        run.jobset_controllers = await asyncio.to_thread(
+            start_jobset_controllers, [run.clusters[c] for c in (*run.managers, "worker-1", "worker-2")],
+            run.log_dir / "jobset")
+        env.say(f"chaos {name}: JobSet v{run.jobset_controllers[0].version} running in "
+                f"{', '.join(c.cluster.name for c in run.jobset_controllers)} ({time.time() - t_js:.1f}s)")
     origins = {run.origin} | ({f"{run.origin}-b"} if shared else set())
-    checker = run.checker = InvariantChecker({m: run.clients[m] for m in run.managers}, run.workers_of(), [run.ns],
-                                             managed_by=DEFAULT_CONTROLLER_NAME, origins=origins)
-    await checker.start()
+    try:
+        checker = run.checker = InvariantChecker({m: run.clients[m] for m in run.managers}, run.workers_of(),
+                                                 [run.ns], managed_by=DEFAULT_CONTROLLER_NAME, origins=origins,
+                                                 kinds=(JOB, JOBSET) if share else (JOB,))
+        await checker.start()
+    except BaseException:
+        await asyncio.to_thread(stop_jobset_controllers, run.jobset_controllers)
+        raise
     leader = name == "leader-kill"
     cfg = run.write_config("controller", "manager", ["worker-1", "worker-2"], run.origin, leader=leader)
     run.controllers = [Controller(f"replica-{i}", cfg, run.log_dir) for i in range(2 if leader else 1)]
     if shared:
         cfg2 = run.write_config("controller-b", "manager-2", ["worker-1"], f"{run.origin}-b")
         run.controllers.append(Controller("manager-2-controller", cfg2, run.log_dir))
-    res: dict[str, Any] = {"scenario": name, "jobs": n * len(run.managers), "seed": seed, "namespace": run.ns}
+    res: dict[str, Any] = {"scenario": name, "jobs": n * len(run.managers), "seed": seed, "namespace": run.ns,
+                           "jobsetShare": share}
     scrape_task: asyncio.Task[None] | None = None
     supervise_task: asyncio.Task[None] | None = None
     try:
@@ -503,9 +594,13 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
 
         async def submit_all() -> None:
             # In WAVES waves WAVE_GAP s apart, so faults also meet dispatches, not only running copies.
-            mixes = {m: job_mix(n, rng) for m in run.managers}
+            mixes = {m: workload(n, rng, share) for m in run.managers}
+            for objs in mixes.values():
+                for o in objs:
+                    if (want := expected_outcome(o)) is not None:
+                        rec.expect(o["kind"], f"{run.ns}/{o['metadata']['name']}", want)
             for w in range(WAVES):
-                await asyncio.gather(*(create_until_accepted(run, m, jobs[w::WAVES]) for m, jobs in mixes.items()))
+                await asyncio.gather(*(create_until_accepted(run, m, waves(objs)[w]) for m, objs in mixes.items()))
                 if w < WAVES - 1:
                     await asyncio.sleep(WAVE_GAP)
             run.note(f"{run.submitted} Jobs created")
@@ -549,7 +644,9 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
             ours = {u for u, c in rec.copies.items() if c.disowned_at is None}
             while True:
                 copies_left = any(rec.copies[u].gone is None for u in ours)
-                pods_left = any(p.gone is None and p.copy_uid in ours for p in rec.pods.values())
+                # A JobSet copy's child Jobs, like pods, are the worker's garbage collector's to delete.
+                pods_left = any(p.gone is None and p.copy_uid in ours for p in rec.pods.values()) or any(
+                    ch.gone is None and ch.copy_uid in ours for ch in rec.children.values())
                 at = time.time()
                 if not (copies_left and at < copy_deadline) and not (pods_left and at < pod_deadline):
                     break
@@ -565,6 +662,7 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
             if c.proc is not None:
                 await c.proc.stop()
         await checker.stop()
+        await asyncio.to_thread(stop_jobset_controllers, run.jobset_controllers)
     v: ChaosVerdict = checker.verdict()
     res.update(v.summary())
     res["jobs"] = v.jobs
@@ -581,11 +679,11 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
 
 
 async def run_all(scenarios: list[str], n: int, seed: int, cluster: Callable[[ClusterSpec], LocalCluster],
-                  log_dir: Path, timeout: float | None = None) -> list[dict[str, Any]]:
+                  log_dir: Path, timeout: float | None = None, jobsets: float | None = None) -> list[dict[str, Any]]:
     out = []
     for s in scenarios:
         try:
-            out.append(await run_scenario(s, n, seed, cluster, log_dir, timeout=timeout))
+            out.append(await run_scenario(s, n, seed, cluster, log_dir, timeout=timeout, jobsets=jobsets))
         except Exception as exc:  # keep the other scenarios' figures
             env.say(f"chaos {s} FAILED: {type(exc).__name__}: {exc}")
             out.append({"scenario": s, "seed": seed, "error": f"{type(exc).__name__}: {exc}"[:2000], "ok": False})

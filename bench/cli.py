@@ -79,6 +79,9 @@ def parser() -> argparse.ArgumentParser:
     ch.add_argument("--timeout", type=float, default=None, help="seconds per scenario (default 150 + 0.6 per Job)")
     ch.add_argument("--out", type=Path, default=REPO / "results", help="results directory (default: results/)")
     ch.add_argument("--name", default="chaos", help="base name of the JSON/PNG (default: chaos)")
+    ch.add_argument("--jobsets", type=float, default=None, metavar="SHARE",
+                    help="the share of each scenario's N that are JobSets, 0-1 (default: 0.2 for jobset-mix, "
+                         "0 for the others; JobSet v0.12.0 is built on first use)")
     cmp_ = sub.add_parser("compare", parents=[common],
                           help="jobmirror vs MultiKueue vs the guarantees floor vs the bare-API limit, one run")
     k = cmp_.add_argument_group("compare")
@@ -233,6 +236,9 @@ async def _chaos(args: argparse.Namespace) -> int:
     if args.jobs <= 0:
         say("--jobs must be positive")
         return 2
+    if args.jobsets is not None and not 0 <= args.jobsets <= 1:
+        say("--jobsets: a share between 0 and 1")
+        return 2
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     say(f"chaos: seed {seed} (repeat with --seed {seed})")
     scenarios = args.scenario or list(chaos.SCENARIOS)
@@ -243,7 +249,7 @@ async def _chaos(args: argparse.Namespace) -> int:
     bed = ClusterBed(Path(tempfile.mkdtemp(prefix="jobmirror-chaos-")))
     try:
         runs = await chaos.run_all(scenarios, args.jobs, seed, bed.ensure, args.out / "logs" / "chaos",
-                                   timeout=args.timeout)
+                                   timeout=args.timeout, jobsets=args.jobsets)
     finally:
         await asyncio.to_thread(bed.down)
     result["loadAverage"]["end"] = load()

@@ -9,6 +9,7 @@ from typing import Any
 
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, Obj
+from mirror.jobsets.kind import JOBSETS
 from testkit.jobs import KWOK_DURATION, make_job
 
 BENCH_LABEL = "jobmirror.dev/bench-run"
@@ -55,7 +56,8 @@ class Submission:
 
 async def submit(client: ClusterClient, namespace: str, jobs: list[Obj], concurrency: int,
                  sub: Submission | None = None) -> Submission:
-    """Create every Job with at most ``concurrency`` requests in flight; transient errors are retried."""
+    """Create every Job (and JobSet: an object whose ``kind`` is JobSet) with at most ``concurrency``
+    requests in flight; transient errors are retried."""
     sub = sub or Submission()
     sem = asyncio.Semaphore(concurrency)
     sub.started = time.time()
@@ -66,7 +68,7 @@ async def submit(client: ClusterClient, namespace: str, jobs: list[Obj], concurr
             for attempt in range(8):
                 sub.sent.setdefault(name, time.time())
                 try:
-                    await client.create(JOBS, namespace, job)
+                    await client.create(JOBSETS if job.get("kind") == "JobSet" else JOBS, namespace, job)
                 except ApiError as exc:
                     if exc.already_exists:
                         break

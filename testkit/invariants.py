@@ -3,21 +3,30 @@
 Why from outside: a chaos run kills the controller, so nothing it remembers can be trusted
 to judge it. :class:`InvariantChecker` watches (never polls: a copy that lives 300 ms is still
 seen) the manager Jobs, and every worker's Jobs and Pods, and records per manager Job uid every
-copy seen on every worker with its lifetime and its pods. :class:`Recorder` is that record,
+copy seen on every worker with its lifetime and its pods. With ``kinds`` naming ``JobSet`` it
+watches the manager JobSets and every worker's JobSets too: a JobSet copy's pods are those of
+the child Jobs the worker's JobSet controller made for it (JobSet labels each child Job and its
+pods with the JobSet's uid), and those child Jobs are recorded, so they count as orphans when
+they outlive their copy. :class:`Recorder` is that record,
 fed with (event, object, time) and free of I/O; the verdict functions below it are pure and
 table-tested (tests/unit/test_invariants.py).
 
 The verdict (:func:`verdict`) names:
 
-* **lost**: a manager Job that never reached Complete/Failed, or lost our finalizer while one
-  of its copies still ran (unfinished and not deleted);
+* **lost**: a manager Job that never reached Complete/Failed (a JobSet: Completed/Failed), or
+  lost our finalizer while one of its copies still ran (unfinished and not deleted);
 * **duplicates**: two copies of one manager Job with active pods at the same instant, split
   into overlaps that began inside a fault window and those that began outside any (after
   recovery: the real defect);
-* **orphans**: copies, or pods of copies, still present when the checker is asked (callers
-  ask one GC period after the end);
+* **orphans**: copies, a JobSet copy's child Jobs, or pods of copies, still present when the
+  checker is asked (callers ask one GC period after the end);
 * **wrong outcomes**: the manager's terminal condition, counters or index sets not those of
   the copy that decided it (counters may be the max over runs: the mirror's documented rule);
+  for a JobSet: its terminalState without its condition (or both conditions), its restarts
+  outside what its copies reported, a Completed one whose replicatedJobs did not all succeed,
+  or an outcome other than the one the workload expected (:meth:`Recorder.expect`);
+* **run on the manager**: a child Job of a claimed JobSet created in the manager (its JobSet
+  controller must leave a JobSet whose ``managedBy`` names another controller alone);
 * **rejected status writes** and **reconcile errors by reason**, from the controller's metrics
   summed over every controller process of the run (:class:`MetricsLedger`).
 """
@@ -36,10 +45,14 @@ from jobapi.names import CONTROLLER_UID_LABELS
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import EventType, Informer
 from kruntime.resources import JOBS, PODS, Obj
+from mirror.jobsets import status_translation as jobset_status
+from mirror.jobsets.kind import JOBSETS
 from mirror.naming import FINALIZER, LABEL_ORIGIN, LABEL_ORIGIN_UID
+from testkit.jobsets import JOBSET_UID_LABEL
 
 #: how many examples of each kind of violation a verdict keeps
 EXAMPLES = 10
+JOB, JOBSET = "Job", "JobSet"
 
 
 # --- the record ---------------------------------------------------------------------------------
@@ -74,6 +87,19 @@ class CopyLife:
     #: when a hand edit removed its origin labels: from then on it is not ours (a pod relabelled
     #: out of its ReplicaSet's selector is released the same way) and the controller must not touch it
     disowned_at: float | None = None
+    kind: str = JOB
+
+
+@dataclass
+class ChildLife:
+    """A Job the worker's JobSet controller made for a JobSet copy (``copy_uid``)."""
+
+    uid: str
+    worker: str
+    name: str
+    copy_uid: str
+    first_seen: float
+    gone: float | None = None
 
 
 @dataclass
@@ -92,6 +118,7 @@ class ManagerLife:
     #: behind a returned worker): "" = none left running; else the copy still running, or
     #: "unreachable: ..." when its worker did not answer
     release_check: str | None = None
+    kind: str = JOB
 
 
 def _conds(obj: Obj) -> list[jc.Condition]:
@@ -103,6 +130,13 @@ def job_terminal(obj: Obj) -> str | None:
     return next((t for t in jc.TERMINAL_TYPES if jc.is_true(conds, t)), None)
 
 
+def terminal_of(kind: str, obj: Obj) -> str | None:
+    """Complete/Failed (a Job) or Completed/Failed (a JobSet: its terminalState or terminal condition)."""
+    if kind == JOBSET:
+        return jobset_status.terminal_state(obj.get("status"))
+    return job_terminal(obj)
+
+
 def job_outcome(obj: Obj) -> str | None:
     """Complete/Failed once decided: the interim condition counts (the mirror finishes from it)."""
     conds = _conds(obj)
@@ -111,6 +145,11 @@ def job_outcome(obj: Obj) -> str | None:
     if jc.is_true(conds, jc.FAILED) or jc.is_true(conds, jc.FAILURE_TARGET):
         return jc.FAILED
     return None
+
+
+def outcome_of(kind: str, obj: Obj) -> str | None:
+    """Once decided: a Job's interim condition counts; a JobSet has none, its outcome is its terminal state."""
+    return terminal_of(kind, obj) if kind == JOBSET else job_outcome(obj)
 
 
 def pod_active(pod: Obj) -> bool:
@@ -125,6 +164,13 @@ def controller_uid(pod: Obj) -> str | None:
     return next((labels[k] for k in CONTROLLER_UID_LABELS if labels.get(k)), None)
 
 
+def copy_uid_of_pod(pod: Obj) -> str | None:
+    """The copy a pod works for: a JobSet copy's (JobSet labels the pods of its child Jobs with its
+    uid), else its Job's."""
+    labels = pod["metadata"].get("labels") or {}
+    return labels.get(JOBSET_UID_LABEL) or controller_uid(pod)
+
+
 class Recorder:
     """Everything the watches saw, by uid. Fed by :class:`InvariantChecker`; no I/O."""
 
@@ -135,19 +181,35 @@ class Recorder:
         self.managers: dict[str, ManagerLife] = {}
         self.copies: dict[str, CopyLife] = {}
         self.pods: dict[str, PodLife] = {}
+        #: Jobs the workers' JobSet controllers made for JobSet copies, by uid
+        self.children: dict[str, ChildLife] = {}
+        #: Jobs a JobSet controller made in a manager: uid -> (the JobSet's uid, what to report); judged
+        #: for the JobSets claimed (an unclaimed JobSet is the manager's JobSet controller's to run)
+        self.manager_children: dict[str, tuple[str, str]] = {}
         #: manager uids whose finalizer release awaits a live check of their copies
         self.released: list[str] = []
+        #: (kind, "namespace/name") -> the outcome the workload meant it to end with
+        self.expected: dict[tuple[str, str], str] = {}
 
-    def on_manager(self, cluster: str, etype: EventType, obj: Obj, now: float) -> None:
+    def expect(self, kind: str, key: str, outcome: str) -> None:
+        """The manager ``kind`` ``key`` must end ``outcome`` (Complete/Failed; a JobSet Completed/Failed)."""
+        self.expected[(kind, key)] = outcome
+
+    def on_manager(self, cluster: str, etype: EventType, obj: Obj, now: float, kind: str = JOB) -> None:
         md = obj["metadata"]
         uid = md["uid"]
         m = self.managers.get(uid)
         if m is None:
             if (obj.get("spec") or {}).get("managedBy") != self.managed_by:
+                js_uid = (md.get("labels") or {}).get(JOBSET_UID_LABEL)
+                if kind == JOB and js_uid and etype != "DELETED":
+                    self.manager_children.setdefault(uid, (js_uid, f"{cluster}:{md.get('namespace')}/{md['name']} "
+                                                                   f"(child Job of claimed JobSet uid {js_uid})"))
                 return
-            m = self.managers[uid] = ManagerLife(uid, cluster, f"{md.get('namespace')}/{md['name']}", now)
+            m = self.managers[uid] = ManagerLife(uid, cluster, f"{md.get('namespace')}/{md['name']}", now,
+                                                 kind=kind)
         m.status = obj.get("status") or {}
-        if m.terminal is None and (t := job_terminal(obj)):
+        if m.terminal is None and (t := terminal_of(kind, obj)):
             m.terminal, m.terminal_at = t, now
         has = FINALIZER in (md.get("finalizers") or [])
         if has:
@@ -162,17 +224,21 @@ class Recorder:
                 m.released_at = now
                 self.released.append(uid)
 
-    def on_copy(self, worker: str, etype: EventType, obj: Obj, now: float) -> None:
+    def on_copy(self, worker: str, etype: EventType, obj: Obj, now: float, kind: str = JOB) -> None:
         md = obj["metadata"]
         uid = md["uid"]
         c = self.copies.get(uid)
         if c is None:
             labels = md.get("labels") or {}
+            if kind == JOB and not labels.get(LABEL_ORIGIN_UID) and labels.get(JOBSET_UID_LABEL):
+                self.on_child(worker, etype, obj, now)
+                return
             if not labels.get(LABEL_ORIGIN_UID) or (self.origins is not None
                                                    and labels.get(LABEL_ORIGIN) not in self.origins):
                 return
             c = self.copies[uid] = CopyLife(uid, worker, f"{md.get('namespace')}/{md['name']}",
-                                            labels[LABEL_ORIGIN_UID], labels.get(LABEL_ORIGIN, ""), now)
+                                            labels[LABEL_ORIGIN_UID], labels.get(LABEL_ORIGIN, ""), now,
+                                            kind=kind)
         if etype == "DELETED" or md.get("deletionTimestamp"):
             c.ending = c.ending or now
         if etype == "DELETED":
@@ -183,15 +249,25 @@ class Recorder:
                                       != c.manager_uid):
             c.disowned_at = now
         c.status = obj.get("status") or {}
-        if c.decided_at is None and (o := job_outcome(obj)):
+        if c.decided_at is None and (o := outcome_of(c.kind, obj)):
             c.decided_at, c.outcome = now, o
+
+    def on_child(self, worker: str, etype: EventType, obj: Obj, now: float) -> None:
+        """A worker Job labelled with a JobSet's uid: a child Job of that JobSet (a copy when it is ours)."""
+        md = obj["metadata"]
+        ch = self.children.get(md["uid"])
+        if ch is None:
+            ch = self.children[md["uid"]] = ChildLife(md["uid"], worker, f"{md.get('namespace')}/{md['name']}",
+                                                      (md.get("labels") or {})[JOBSET_UID_LABEL], now)
+        if etype == "DELETED":
+            ch.gone = ch.gone or now
 
     def on_pod(self, worker: str, etype: EventType, obj: Obj, now: float) -> None:
         md = obj["metadata"]
         uid = md["uid"]
         p = self.pods.get(uid)
         if p is None:
-            cuid = controller_uid(obj)
+            cuid = copy_uid_of_pod(obj)
             if cuid is None:
                 return
             p = self.pods[uid] = PodLife(uid, worker, f"{md.get('namespace')}/{md['name']}", cuid, now)
@@ -219,7 +295,7 @@ class Recorder:
                 continue
             cs = by_mgr.get(uid, [])
             live = [c for c in cs if c.gone is None]
-            if not live or any(job_terminal({"status": c.status}) for c in live):
+            if not live or any(terminal_of(c.kind, {"status": c.status}) for c in live):
                 n += 1
         return n
 
@@ -290,10 +366,10 @@ def lost_reason(m: ManagerLife) -> str | None:
     return None
 
 
-def running_copy(copy_obj: Obj | None) -> bool:
+def running_copy(copy_obj: Obj | None, kind: str = JOB) -> bool:
     """A copy read live right after its manager's release still runs: present, unfinished, not being deleted."""
-    return copy_obj is not None and not copy_obj["metadata"].get("deletionTimestamp") and job_terminal(
-        copy_obj) is None
+    return copy_obj is not None and not copy_obj["metadata"].get("deletionTimestamp") and terminal_of(
+        kind, copy_obj) is None
 
 
 def deciding_copy(copies: list[CopyLife]) -> CopyLife | None:
@@ -329,6 +405,8 @@ def outcome_mismatch(m: ManagerLife, copies: list[CopyLife]) -> str | None:
         return f"{m.terminal} but no copy ever decided an outcome"
     if d.outcome != m.terminal:
         return f"manager {m.terminal}, deciding copy {d.worker}/{d.name} {d.outcome}"
+    if m.kind == JOBSET:
+        return jobset_status_mismatch(m, copies, d)
     for key in ("succeeded", "failed"):
         got, floor = _count(m.status, key), _count(d.status, key)
         ceiling = max(_count(c.status, key) + _uncounted(c.status, key) for c in copies)
@@ -340,6 +418,45 @@ def outcome_mismatch(m: ManagerLife, copies: list[CopyLife]) -> str | None:
     return None
 
 
+def jobset_status_mismatch(m: ManagerLife, copies: list[CopyLife], d: CopyLife) -> str | None:
+    """How a finished manager JobSet's status breaks JobSet's own rules or its copies', or None.
+
+    ``terminalState`` must come with its condition True and the other terminal condition not True;
+    ``restarts`` must lie between the deciding copy's and the largest any copy reported (the mirror
+    keeps the max; a copy's restarts only grow); a Completed JobSet's every replicatedJob must have
+    succeeded Jobs, at least as many as the deciding copy counted (default success policy: all).
+    """
+    st = m.status
+    if st.get("terminalState") != m.terminal:
+        return f"terminalState {st.get('terminalState')!r} but the manager ended {m.terminal}"
+    true = {c.get("type") for c in st.get("conditions") or [] if isinstance(c, dict) and c.get("status") == "True"}
+    if m.terminal not in true:
+        return f"terminalState {m.terminal} without its condition True"
+    if set(jobset_status.TERMINAL) <= true:
+        return "both Completed and Failed True"
+    got, floor = _count(st, "restarts"), _count(d.status, "restarts")
+    ceiling = max(_count(c.status, "restarts") for c in copies)
+    if not floor <= got <= ceiling:
+        return f"restarts={got}, deciding copy {floor} (largest of any copy {ceiling})"
+    if m.terminal == jobset_status.COMPLETED:
+        mine = {r.get("name"): r for r in st.get("replicatedJobsStatus") or [] if isinstance(r, dict)}
+        for r in d.status.get("replicatedJobsStatus") or []:
+            if not isinstance(r, dict):
+                continue
+            have = _count(mine.get(r.get("name")) or {}, "succeeded")
+            if have < max(1, _count(r, "succeeded")):
+                return (f"Completed with replicatedJob {r.get('name')} succeeded={have}, deciding copy "
+                        f"{_count(r, 'succeeded')}")
+    return None
+
+
+def expectation_mismatch(m: ManagerLife, expected: str | None) -> str | None:
+    """A finished manager object that ended otherwise than its workload meant, or None."""
+    if expected is None or m.terminal is None or m.terminal == expected:
+        return None
+    return f"ended {m.terminal}, the workload meant {expected}"
+
+
 @dataclass
 class ChaosVerdict:
     jobs: int
@@ -347,7 +464,11 @@ class ChaosVerdict:
     duplicates_during_fault: list[str] = field(default_factory=list)
     duplicates_after_recovery: list[str] = field(default_factory=list)
     orphan_copies: list[str] = field(default_factory=list)
+    #: child Jobs of JobSet copies (the workers' JobSet controllers made them) still present
+    orphan_children: list[str] = field(default_factory=list)
     orphan_pods: list[str] = field(default_factory=list)
+    #: child Jobs of a claimed JobSet made in a manager
+    ran_on_manager: list[str] = field(default_factory=list)
     wrong_outcomes: list[str] = field(default_factory=list)
     rejected_writes: int = 0
     reconcile_errors: dict[str, int] = field(default_factory=dict)
@@ -357,34 +478,45 @@ class ChaosVerdict:
     #: copies whose origin labels a hand edit removed: no longer ours, neither orphans nor duplicates after that
     disowned: list[str] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=dict)
+    #: of ``jobs``, how many were JobSets, their copies seen and their child Jobs seen
+    jobsets: int = 0
+    jobset_copies_seen: int = 0
+    child_jobs_seen: int = 0
+    jobset_outcomes: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         """The invariants a chaos run must keep (overlaps inside a fault window are reported, not failed)."""
-        return not (self.lost or self.duplicates_after_recovery or self.orphan_copies or self.orphan_pods
-                    or self.wrong_outcomes or self.rejected_writes)
+        return not (self.lost or self.duplicates_after_recovery or self.orphan_copies or self.orphan_children
+                    or self.orphan_pods or self.wrong_outcomes or self.rejected_writes or self.ran_on_manager)
 
     def summary(self) -> dict[str, Any]:
         return {
             "jobs": self.jobs, "copiesSeen": self.copies_seen, "outcomes": self.outcomes,
             "lost": len(self.lost), "duplicatesDuringFault": len(self.duplicates_during_fault),
             "duplicatesAfterRecovery": len(self.duplicates_after_recovery),
-            "orphans": len(self.orphan_copies) + len(self.orphan_pods), "orphanCopies": len(self.orphan_copies),
+            "orphans": len(self.orphan_copies) + len(self.orphan_children) + len(self.orphan_pods),
+            "orphanCopies": len(self.orphan_copies), "orphanChildJobs": len(self.orphan_children),
             "orphanPods": len(self.orphan_pods), "wrongOutcomes": len(self.wrong_outcomes),
+            "ranOnManager": len(self.ran_on_manager),
+            "jobSets": self.jobsets, "jobSetCopiesSeen": self.jobset_copies_seen,
+            "childJobsSeen": self.child_jobs_seen, "jobSetOutcomes": self.jobset_outcomes,
             "rejectedWrites": self.rejected_writes, "disownedByHand": len(self.disowned),
             "releasedWithCopyUnreachable": len(self.released_with_copy_unreachable),
             "reconcileErrors": self.reconcile_errors,
             "examples": {k: v[:EXAMPLES] for k, v in (
                 ("lost", self.lost), ("duplicatesDuringFault", self.duplicates_during_fault),
                 ("duplicatesAfterRecovery", self.duplicates_after_recovery), ("orphanCopies", self.orphan_copies),
-                ("orphanPods", self.orphan_pods), ("wrongOutcomes", self.wrong_outcomes),
+                ("orphanChildJobs", self.orphan_children), ("orphanPods", self.orphan_pods),
+                ("wrongOutcomes", self.wrong_outcomes), ("ranOnManager", self.ran_on_manager),
                 ("releasedWithCopyUnreachable", self.released_with_copy_unreachable)) if v},
         }
 
     def explain(self) -> str:
         s = self.summary()
-        head = ", ".join(f"{k}={s[k]}" for k in ("jobs", "lost", "duplicatesDuringFault", "duplicatesAfterRecovery",
-                                                 "orphans", "wrongOutcomes", "rejectedWrites"))
+        keys = ("jobs", "lost", "duplicatesDuringFault", "duplicatesAfterRecovery", "orphans", "wrongOutcomes",
+                "rejectedWrites") + (("jobSets", "orphanChildJobs", "ranOnManager") if self.jobsets else ())
+        head = ", ".join(f"{k}={s[k]}" for k in keys)
         return head + "".join(f"\n  {k}: {v}" for k, v in s["examples"].items())
 
 
@@ -392,7 +524,10 @@ def verdict(rec: Recorder, *, faults: list[Span], end: float, rejected_writes: i
             reconcile_errors: dict[str, int] | None = None) -> ChaosVerdict:
     """Judge a run from its record. ``end``: the instant the checker was asked (orphans = still present)."""
     v = ChaosVerdict(jobs=len(rec.managers), copies_seen=len(rec.copies), rejected_writes=rejected_writes,
-                reconcile_errors=dict(reconcile_errors or {}))
+                     reconcile_errors=dict(reconcile_errors or {}),
+                     jobsets=sum(1 for m in rec.managers.values() if m.kind == JOBSET),
+                     jobset_copies_seen=sum(1 for c in rec.copies.values() if c.kind == JOBSET),
+                     child_jobs_seen=sum(1 for ch in rec.children.values() if ch.copy_uid in rec.copies))
     copies_by_mgr: dict[str, list[CopyLife]] = {}
     for c in rec.copies.values():
         copies_by_mgr.setdefault(c.manager_uid, []).append(c)
@@ -402,11 +537,13 @@ def verdict(rec: Recorder, *, faults: list[Span], end: float, rejected_writes: i
     for uid, m in sorted(rec.managers.items(), key=lambda kv: kv[1].key):
         cs = copies_by_mgr.get(uid, [])
         v.outcomes[m.terminal or "unfinished"] = v.outcomes.get(m.terminal or "unfinished", 0) + 1
+        if m.kind == JOBSET:
+            v.jobset_outcomes[m.terminal or "unfinished"] = v.jobset_outcomes.get(m.terminal or "unfinished", 0) + 1
         if m.release_check and m.release_check.startswith("unreachable"):
             v.released_with_copy_unreachable.append(f"{m.cluster}:{m.key}: {m.release_check}")
         if (why := lost_reason(m)) is not None:
             v.lost.append(f"{m.cluster}:{m.key}: {why}")
-        if (bad := outcome_mismatch(m, cs)) is not None:
+        if (bad := outcome_mismatch(m, cs) or expectation_mismatch(m, rec.expected.get((m.kind, m.key)))) is not None:
             v.wrong_outcomes.append(f"{m.cluster}:{m.key}: {bad}")
         spans = {c.uid: clip(active_spans(pods_by_copy.get(c.uid, []), end), c.disowned_at) for c in cs}
         names = {c.uid: f"{c.worker}/{c.name}" for c in cs}
@@ -419,10 +556,16 @@ def verdict(rec: Recorder, *, faults: list[Span], end: float, rejected_writes: i
             v.disowned.append(f"{c.worker}/{c.name}")
         elif c.gone is None:
             v.orphan_copies.append(f"{c.worker}/{c.name} (copy of {c.manager_uid})")
+    for ch in rec.children.values():
+        owner = rec.copies.get(ch.copy_uid)
+        if ch.gone is None and owner is not None and owner.disowned_at is None:
+            v.orphan_children.append(f"{ch.worker}/{ch.name} (child Job of {owner.worker}/{owner.name})")
     for p in rec.pods.values():
         owner = rec.copies.get(p.copy_uid)
         if p.gone is None and owner is not None and owner.disowned_at is None:
             v.orphan_pods.append(f"{p.worker}/{p.name}")
+    v.ran_on_manager = sorted(text for js_uid, text in rec.manager_children.values()
+                              if (js := rec.managers.get(js_uid)) is not None and js.kind == JOBSET)
     return v
 
 
@@ -455,11 +598,12 @@ class InvariantChecker:
 
     ``managers``/``workers``: clients by cluster name; ``namespaces``: where the run's Jobs
     live (one watch per cluster, namespace and resource); ``origins``: the origin label values
-    of the installations under test.
+    of the installations under test; ``kinds``: the kinds mirrored (with ``JobSet``, every
+    cluster must serve the JobSet CRD).
     """
 
     def __init__(self, managers: dict[str, ClusterClient], workers: dict[str, ClusterClient], namespaces: list[str],
-                 *, managed_by: str, origins: set[str]) -> None:
+                 *, managed_by: str, origins: set[str], kinds: tuple[str, ...] = (JOB,)) -> None:
         self.recorder = Recorder(managed_by=managed_by, origins=origins)
         self.ledger = MetricsLedger()
         self.faults: list[Span] = []
@@ -473,10 +617,17 @@ class InvariantChecker:
             for ns in namespaces:
                 self._add(name, Informer(c, JOBS, namespace=ns, backoff_cap=2.0),
                           lambda et, old, new, n=name: rec.on_manager(n, et, new, time.time()))
+                if JOBSET in kinds:
+                    self._add(name, Informer(c, JOBSETS, namespace=ns, backoff_cap=2.0),
+                              lambda et, old, new, n=name: rec.on_manager(n, et, new, time.time(), JOBSET))
         for name, c in workers.items():
             for ns in namespaces:
+                # Job copies, and the child Jobs of JobSet copies (Recorder.on_copy tells them apart)
                 self._add(name, Informer(c, JOBS, namespace=ns, backoff_cap=2.0),
                           lambda et, old, new, n=name: rec.on_copy(n, et, new, time.time()))
+                if JOBSET in kinds:
+                    self._add(name, Informer(c, JOBSETS, namespace=ns, backoff_cap=2.0),
+                              lambda et, old, new, n=name: rec.on_copy(n, et, new, time.time(), JOBSET))
                 self._add(name, Informer(c, PODS, namespace=ns, backoff_cap=2.0),
                           lambda et, old, new, n=name: rec.on_pod(n, et, new, time.time()))
 
@@ -506,8 +657,9 @@ class InvariantChecker:
                     if c.gone is not None or c.disowned_at is not None:
                         continue
                     ns, name = c.name.split("/", 1)
+                    resource = JOBSETS if c.kind == JOBSET else JOBS
                     try:
-                        live = await asyncio.wait_for(self.workers[c.worker].get(JOBS, ns, name), 5)
+                        live = await asyncio.wait_for(self.workers[c.worker].get(resource, ns, name), 5)
                     except ApiError as exc:
                         if exc.not_found:
                             continue
@@ -516,7 +668,7 @@ class InvariantChecker:
                     except (TimeoutError, OSError) as exc:
                         m.release_check = f"unreachable: {c.worker}/{c.name} ({type(exc).__name__})"
                         continue
-                    if live["metadata"]["uid"] == c.uid and running_copy(live):
+                    if live["metadata"]["uid"] == c.uid and running_copy(live, c.kind):
                         m.release_check = f"{c.worker}/{c.name}"
                         break
             await asyncio.sleep(0.05)

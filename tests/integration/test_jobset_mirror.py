@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from clusterbed.cluster import ClusterSpec, LocalCluster
-from clusterbed.jobset import JobSetController
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, PODS, Obj
 from mirror.jobsets.kind import JOBSETS
-from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, DEFAULT_CONTROLLER_NAME, LABEL_ORIGIN_UID
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, LABEL_ORIGIN_UID
+from testkit.jobsets import jobset_controllers as start_jobsets
+from testkit.jobsets import make_jobset
 from tests.conftest import MANAGER, WORKER_1, WORKER_2, wait_for
 from tests.integration.inspect_env import (
     expose_through_service_proxy,
@@ -27,7 +28,7 @@ from tests.integration.inspect_env import (
     proxied,
     service_account,
 )
-from tests.integration.mirror_env import make_job, mirror_env, wait_syncs
+from tests.integration.mirror_env import mirror_env, wait_syncs
 
 pytestmark = [pytest.mark.integration, pytest.mark.built_beside]
 
@@ -40,30 +41,8 @@ def jobset_controllers(cluster: ClusterFn, tmp_path_factory: pytest.TempPathFact
     """JobSet's controller in the manager and both workers for this module; stopped (and its webhooks
     unregistered) after it, so the session's other tests run on the clusters as they were."""
     work = Path(tmp_path_factory.mktemp("jobset"))
-    started: list[JobSetController] = []
-    try:
-        for spec in (MANAGER, WORKER_1, WORKER_2):
-            ctl = JobSetController(cluster(spec), work)
-            started.append(ctl)
-            ctl.start()
+    with start_jobsets([cluster(spec) for spec in (MANAGER, WORKER_1, WORKER_2)], work) as started:
         yield [c.cluster.name for c in started]
-    finally:
-        for ctl in started:
-            ctl.stop()
-
-
-def make_jobset(name: str, *, managed_by: str | None = DEFAULT_CONTROLLER_NAME, outcome: str = "succeed",
-                duration_ms: int = 500, **extra_spec: Any) -> Obj:
-    """Two replicatedJobs, 1 x 1 and 2 x 2 pods, each pod ending with ``outcome`` after ``duration_ms`` on kwok."""
-    def rjob(rname: str, replicas: int, parallelism: int) -> Obj:
-        spec = make_job(rname, managed_by=None, completions=parallelism, parallelism=parallelism, outcome=outcome,
-                        duration_ms=duration_ms, backoff_limit=0)["spec"]
-        return {"name": rname, "replicas": replicas, "template": {"spec": spec}}
-
-    spec: Obj = {"replicatedJobs": [rjob("leader", 1, 1), rjob("workers", 2, 2)], **extra_spec}
-    if managed_by:
-        spec["managedBy"] = managed_by
-    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name}, "spec": spec}
 
 
 def _true(obj: Obj | None, ctype: str) -> bool:
