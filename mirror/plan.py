@@ -3,9 +3,11 @@ the next thing to do about it (:func:`next_action`) — pure, so a table test dr
 
 The reconciler reads the group once from its caches and memory, asks for the next action,
 performs it, folds what the action learned back into the group (the written object, the copy
-it created or found) and asks again, until the plan says to stop (``REQUEUE``). Every rule of
-the pass is here or in the pure functions it calls (``mirror.decisions``, the kind's own); the
-reconciler only performs writes and reads. The steps, in the order a pass meets them:
+it created or found, a setback on the placed worker, the worker chosen for a move) and asks
+again, until the plan says to stop (``REQUEUE``, or an act that ends the pass with when to look
+again). Every rule of the pass is here or in the pure functions it calls (``mirror.decisions``,
+the kind's own); the acts (``mirror.acts`` and the modules it calls) perform the writes and
+reads. The steps, in the order a pass meets them:
 
 1. deleted → FINALIZE; finished → FINISH;
 2. a copy off the recorded placement → CONFIRM_PLACEMENT (re-read the object), then take a
@@ -13,14 +15,26 @@ reconciler only performs writes and reads. The steps, in the order a pass meets 
 3. not placed → HOLD's bookkeeping when suspended, else PLACE;
 4. our finalizer missing → ENSURE_FINALIZER;
 5. the placed worker unhealthy or unconfigured → LOST (:func:`mirror.decisions.lost_worker`);
-6. no copy there → FIND_OR_CREATE, then what it found: refused, vanished (decided outcome),
-   created without fields (version skew), held (suspended) or nothing made;
+6. no copy there → FIND_OR_CREATE, then what it found: refused (CREATE_REFUSED), vanished
+   (decided outcome: FINISH_DECIDED), created without fields (version skew: DROPPED_FIELDS),
+   held (suspended) or nothing made;
 7. a copy that is not ours → COLLISION;
 8. WRITE_STATUS when the mirrored status would change (a change of running counters only waits
    up to the status batch period, so the changes of that while go in one write); then FINISH if
    that finished it;
-9. MOVE_STUCK when the copy's pods could not be scheduled past the timeout (unpinned only);
+9. MOVE_STUCK when the copy's pods could not be scheduled past the timeout (unpinned only): it
+   reads whether anything of the copy ran;
 10. PATCH_COPY when the copy's mutable spec differs; else REQUEUE after the resync period.
+
+The second level — whether a Job whose placed worker let it down (steps 5, 6, 7, 9) moves — is
+decided here too. The act of the step records what it learned as a :class:`Setback`; then the
+plan says MOVE(exclude, why) when the Job may move (unpinned; a lost worker past its timeout or
+down before the copy was sent; a collision that is not our own copy under another origin; a
+stuck copy of which nothing ran), FINISH_DECIDED when a lost worker's Job has a decided outcome,
+and STAY (say why, back off) otherwise. MOVE is the one act, besides PLACE, that asks the
+chooser; it folds the chosen worker (or why there is none) into the group, and the plan goes
+on: DELETE_LEFT first for a stuck copy (deleted only once another worker takes the Job),
+RECORD_MOVE (the one write), and then the copy on the new worker — in the same pass.
 """
 
 from __future__ import annotations
@@ -34,10 +48,13 @@ from jobapi.objects import annotations_of
 from kruntime.client import ApiError
 from kruntime.resources import Obj
 from mirror.decisions import (
+    CollisionAction,
     Lost,
+    LostStep,
     Placement,
     Step,
     WorkerState,
+    collision_action,
     decide,
     lost_for,
     lost_worker,
@@ -46,8 +63,12 @@ from mirror.decisions import (
     stale_outcome_from,
     status_to_write,
 )
+from mirror.event_reasons import EventReason
+from mirror.identity import labels_of_copy
 from mirror.kinds import MirroredKind
 from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_PIN, FINALIZER
+from mirror.placement import NoWorker
+from mirror.placer import Choice
 from mirror.status_lag import interim_hold
 
 #: a pass that has not stopped after this many actions is cut short (a planning bug, not a state)
@@ -72,6 +93,37 @@ class Do(StrEnum):
     MOVE_STUCK = "move-stuck"
     PATCH_COPY = "patch-copy"
     REQUEUE = "requeue"
+    # the second level: a setback on the placed worker, and what follows it
+    MOVE = "move"
+    DELETE_LEFT = "delete-left"
+    RECORD_MOVE = "record-move"
+    STAY = "stay"
+
+
+class Why(StrEnum):
+    """Why a placed Job may leave its worker: what an act learned there (a :class:`Setback`)."""
+
+    UNREACHABLE = "unreachable"  # the worker went down before the copy was sent (LostStep.MOVE_NOW)
+    LOST = "lost"  # the worker has been unreachable past workerLostTimeout (or is not configured)
+    REFUSED = "refused"  # the worker refused the copy's create (quota, admission, weaker namespace)
+    DROPPED_FIELDS = "dropped-fields"  # the worker dropped fields of the copy it created (version skew)
+    COLLISION = "collision"  # an object of the copy's name there is not our copy
+    STUCK = "stuck"  # the copy's pods stayed unschedulable and nothing of it ran
+
+
+@dataclass(frozen=True)
+class Setback:
+    """What the act of a step learned about the placed worker (the plan decides whether the Job moves)."""
+
+    why: Why
+    #: the worker it concerns (the one the Job would leave)
+    worker: str
+    #: what happened, as the event says it whether the Job moves or stays
+    what: str = ""
+    #: the event's reason (mirror.event_reasons)
+    reason: EventReason | None = None
+    #: REFUSED, DROPPED_FIELDS: seconds until the create is tried again when the Job stays
+    delay: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +141,10 @@ class Action:
     status: Obj | None = None
     #: REQUEUE: a change of the copy's counters waits to be mirrored with the next ones (``after`` is when)
     status_held: bool = False
+    #: MOVE: the workers the Job may not go to
+    exclude: tuple[str, ...] = ()
+    #: MOVE, RECORD_MOVE: why it moves
+    why: Why | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +192,14 @@ class Group:
     status_pending_for: float | None = None
     #: how long running counters may wait to be mirrored together (Config.status_batch_period)
     status_batch_period: float = 0.0
+    #: the second level: what went wrong on the placed worker, and where the Job may go instead
+    setback: Setback | None = None
+    #: MOVE's answer: the worker that takes the Job instead
+    chosen: Choice | None = None
+    #: MOVE's answer: why no other worker takes it now
+    no_alternative: NoWorker | None = None
+    #: DELETE_LEFT deleted the copy the Job leaves
+    left_deleted: bool = False
 
     @property
     def placement(self) -> Placement:
@@ -177,30 +241,28 @@ def next_action(kind: MirroredKind, g: Group) -> Action:
 
     worker = g.workers.get(placement.worker)
     if worker is None or not worker.healthy:
-        down_for = lost_for(worker.unhealthy_for if worker is not None else None, configured_for=g.configured_for)
-        return Action(Do.LOST, worker=placement.worker, lost=lost_worker(
-            configured=worker is not None, never_sent=worker is not None and worker.never_sent, down_for=down_for,
-            worker_lost_timeout=g.worker_lost_timeout, decided=kind.decided_status(job, g.now) is not None,
-            resync=g.resync, unconfigured_said=g.unconfigured_said))
+        return _lost(kind, g, placement.worker, worker)
 
     remote = g.copies.get(placement.worker)
+    pinned = ANNOTATION_PIN in annotations_of(job)
     if remote is None:
         found = g.found
         if found is None:
             return Action(Do.FIND_OR_CREATE, worker=placement.worker)
         if found.refused is not None:
-            return Action(Do.CREATE_REFUSED, worker=placement.worker)
+            return _after(g, Why.REFUSED, Do.CREATE_REFUSED, placement.worker, may_move=not pinned)
         if found.vanished is not None:
             return Action(Do.FINISH_DECIDED)
         if found.held and not g.wrote_status and (desired := status_to_write(kind, job, None, g.now)) is not None:
             return Action(Do.WRITE_STATUS, status=desired)
         return Action(Do.REQUEUE, after=g.resync)
     if g.found is not None and g.found.dropped:
-        return Action(Do.DROPPED_FIELDS, worker=placement.worker)
+        return _after(g, Why.DROPPED_FIELDS, Do.DROPPED_FIELDS, placement.worker, may_move=not pinned)
 
     copy_plan = plan_copy(kind, job, remote, origin=g.origin)
     if copy_plan.collision:
-        return Action(Do.COLLISION, worker=placement.worker)
+        replace = collision_of(job, remote) is CollisionAction.REPLACE
+        return _after(g, Why.COLLISION, Do.COLLISION, placement.worker, may_move=replace)
     # Status first: a worker refusing the spec change must not stop the mirroring.
     hold = 0.0
     if not g.wrote_status and (desired := status_to_write(kind, job, remote, g.now)) is not None:
@@ -209,9 +271,53 @@ def next_action(kind: MirroredKind, g: Group) -> Action:
         if not hold:
             return Action(Do.WRITE_STATUS, worker=placement.worker, status=desired)
     if g.stuck is not None and not annotations_of(job).get(ANNOTATION_PIN):  # a pinned copy only gets the event
-        return Action(Do.MOVE_STUCK, worker=placement.worker)
+        return _after(g, Why.STUCK, Do.MOVE_STUCK, placement.worker, may_move=True)
     if copy_plan.spec_patch is not None:
         return Action(Do.PATCH_COPY, worker=placement.worker, patch=copy_plan.spec_patch)
     if hold:
         return Action(Do.REQUEUE, after=hold, status_held=True)  # counters only: mirrored together shortly
     return Action(Do.REQUEUE, after=g.resync)
+
+
+def collision_of(job: Obj, remote: Obj) -> CollisionAction:
+    """What a collision with ``remote`` on the placed worker calls for (moved, or reported there)."""
+    return collision_action(pinned=ANNOTATION_PIN in annotations_of(job),
+                            same_workload=labels_of_copy(remote).manager_uid == job["metadata"]["uid"])
+
+
+def _lost(kind: MirroredKind, g: Group, placed: str, worker: WorkerState | None) -> Action:
+    """The placed worker is unhealthy or not configured: wait, move, or finish a decided outcome."""
+    down_for = lost_for(worker.unhealthy_for if worker is not None else None, configured_for=g.configured_for)
+    lost = lost_worker(configured=worker is not None, never_sent=worker is not None and worker.never_sent,
+                       down_for=down_for, worker_lost_timeout=g.worker_lost_timeout,
+                       decided=kind.decided_status(g.job, g.now) is not None, resync=g.resync,
+                       unconfigured_said=g.unconfigured_said)
+    setback = g.setback if g.setback is not None and g.setback.why in (Why.UNREACHABLE, Why.LOST) else None
+    if setback is None or lost.step is LostStep.WAIT:
+        return Action(Do.LOST, worker=placed, lost=lost)
+    if lost.step is LostStep.FINISH_DECIDED:
+        return Action(Do.FINISH_DECIDED)
+    return _move(g, setback)
+
+
+def _after(g: Group, why: Why, first: Do, placed: str, *, may_move: bool) -> Action:
+    """A step whose act may learn a setback (``first``): that act, then the move or the stay."""
+    if g.setback is None or g.setback.why is not why or g.setback.worker != placed:
+        return Action(first, worker=placed)
+    if not may_move:
+        return Action(Do.STAY, worker=placed)
+    return _move(g, g.setback)
+
+
+def _move(g: Group, setback: Setback) -> Action:
+    """The Job leaves ``setback.worker``: choose another (MOVE), delete a stuck copy once one is chosen
+    (DELETE_LEFT: nothing of it ran, and it must not run beside the new one), record the new placement
+    (RECORD_MOVE); with no other worker it stays (STAY says why and backs off)."""
+    left = setback.worker
+    if g.no_alternative is not None:
+        return Action(Do.STAY, worker=left)
+    if g.chosen is None:
+        return Action(Do.MOVE, worker=left, exclude=(left,), why=setback.why)
+    if setback.why is Why.STUCK and not g.left_deleted:
+        return Action(Do.DELETE_LEFT, worker=left)
+    return Action(Do.RECORD_MOVE, worker=left, why=setback.why)
