@@ -523,7 +523,8 @@ class MirrorController:
             inspect_api = self.inspect_api = InspectApi(
                 cfg.inspect_address, reviews, readers, cfg.controller_name, ssl_context,
                 max_streams=cfg.inspect_max_streams, max_streams_per_user=cfg.inspect_max_streams_per_user,
-                write_timeout=cfg.inspect_write_timeout, queue=self.placer.queue if self.placer is not None else None)
+                write_timeout=cfg.inspect_write_timeout, queue=self.placer.queue if self.placer is not None else None,
+                fleet=lambda: [w.describe() for w in self.workers.values()])
             await inspect_api.start()
         server = None
         if health and self.cfg.metrics_address:

@@ -370,7 +370,7 @@ class WorkerEvents:
         if reason is not None:
             log.warning("worker %s is STALLED: %s", self.worker.name, reason)
             self._stalled_since, self._stall_counted = now, set(self._silent)
-            self.worker.set_stalled(self.kind.name, reason)
+            self.worker.set_stalled(self.kind.name, reason, now)
 
     async def check_loop(self) -> None:
         deadlines = [self.unschedulable_timeout]

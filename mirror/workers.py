@@ -27,6 +27,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from datetime import datetime
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
@@ -157,8 +158,8 @@ class WorkerCluster:
         self._slow_reason = ""
         #: set once the first probe has answered either way, so the first placements see every worker
         self.probed = asyncio.Event()
-        #: why it runs nothing, per kind whose copies show it (set and cleared by worker events)
-        self._stalled: dict[str, str] = {}
+        #: why it runs nothing and since when, per kind whose copies show it (set and cleared by worker events)
+        self._stalled: dict[str, tuple[str, datetime | None]] = {}
 
     # -- cache views ------------------------------------------------------------------------
 
@@ -215,14 +216,20 @@ class WorkerCluster:
     @property
     def stalled(self) -> str | None:
         """Why this worker runs nothing (its copies get no pod and no status), or None."""
-        return next(iter(self._stalled.values()), None)
+        return next((why for why, _ in self._stalled.values()), None)
 
-    def set_stalled(self, kind: str, reason: str | None) -> None:
-        """Worker events of ``kind`` found the worker's controller silent (``reason``) or at work (None)."""
+    @property
+    def stalled_since(self) -> datetime | None:
+        """When the stall began (the earliest of its kinds'), None when not stalled or not known."""
+        return min((at for _, at in self._stalled.values() if at is not None), default=None)
+
+    def set_stalled(self, kind: str, reason: str | None, since: datetime | None = None) -> None:
+        """Worker events of ``kind`` found the worker's controller silent (``reason``, judged at ``since``)
+        or at work again (None)."""
         if reason is None:
             self._stalled.pop(kind, None)
         else:
-            self._stalled[kind] = reason
+            self._stalled[kind] = (reason, since)
         metrics.WORKER_STALLED.labels(self.name).set(1 if self._stalled else 0)
 
     # -- slowness -----------------------------------------------------------------------------
@@ -344,4 +351,6 @@ class WorkerCluster:
             "isManager": self.is_manager,
             "slow": self.slow(),
             "stalled": self.stalled,
+            "stalledSince": (since.strftime("%Y-%m-%dT%H:%M:%SZ") if (since := self.stalled_since) is not None
+                             else None),
         }

@@ -36,6 +36,7 @@ import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiohttp import web
@@ -110,6 +111,39 @@ def queue_rows(entries: Sequence[QueueEntry], namespace: str | None, tenant: str
             rows.append({"position": position, "kind": e.kind, "namespace": ns, "name": name, "tenant": e.tenant,
                          "priority": e.priority, "share": round(e.share, 4), "waitedSeconds": round(e.waited, 1),
                          "startsInSeconds": None if e.starts_in is None else round(e.starts_in, 1), "why": e.why})
+    return rows
+
+
+WITHHELD_ERROR = "details withheld: shown to users who may list jobs.batch in every namespace"
+
+
+def _stamp(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def worker_rows(described: Sequence[Obj], now: datetime, *, full: bool) -> list[Obj]:
+    """The controller's view of each worker (:meth:`mirror.workers.WorkerCluster.describe`) as the
+    worker listing serves it: one ``health`` word, since when and why, the first that applies of
+    UNHEALTHY (unreachable, unconfigured, not admitted), STALLED (answers, runs none of our copies),
+    slow (answers slowly: takes new Jobs only when no other can), healthy.
+
+    ``full``: the caller may list Jobs in every namespace (an operator); otherwise a worker's
+    connection error (it may name addresses) is withheld, its health word and the stall are not.
+    """
+    rows = []
+    for d in described:
+        stalled, slow = d.get("stalled"), d.get("slow")
+        row: Obj = {"name": d["name"], "health": "healthy", "since": None, "reason": None,
+                    "unfinished": d.get("unfinished", 0), "stalled": stalled, "stalledSince": d.get("stalledSince"),
+                    "slow": slow}
+        if not d.get("healthy"):
+            row.update(health="UNHEALTHY", since=_stamp(now - timedelta(seconds=float(d.get("unhealthyFor") or 0))),
+                       reason=d.get("lastError") if full else WITHHELD_ERROR)
+        elif stalled:
+            row.update(health="STALLED", since=d.get("stalledSince"), reason=stalled)
+        elif slow:
+            row.update(health="slow", reason=slow)
+        rows.append(row)
     return rows
 
 
@@ -204,7 +238,7 @@ def _error(status: int, message: str) -> web.Response:
 # -- server ---------------------------------------------------------------------------------------
 
 
-_VERBS = ("describe", "logs", "queue")
+_VERBS = ("describe", "logs", "queue", "workers")
 
 
 @web.middleware
@@ -237,7 +271,8 @@ class InspectApi:
     def __init__(self, address: str, manager: ClusterClient, workers: dict[str, ClusterClient],
                  controller_name: str, ssl_context: ssl.SSLContext | None = None, *,
                  max_streams: int = 32, max_streams_per_user: int = 4, write_timeout: float = 30.0,
-                 queue: Callable[[], list[QueueEntry]] | None = None) -> None:
+                 queue: Callable[[], list[QueueEntry]] | None = None,
+                 fleet: Callable[[], list[Obj]] | None = None) -> None:
         host, _, port = address.rpartition(":")
         self.host = host or "0.0.0.0"
         self.port = int(port)
@@ -248,6 +283,8 @@ class InspectApi:
         self.streams = StreamGate.of(max_streams, max_streams_per_user)
         self.write_timeout = write_timeout
         self.queue_of = queue
+        #: each worker as the controller sees it (WorkerCluster.describe): the worker listing
+        self.fleet = fleet
         self._runner: web.AppRunner | None = None
 
     async def _authorized_job(self, req: web.Request, *, logs: bool = False) -> Caller | web.Response:
@@ -315,6 +352,22 @@ class InspectApi:
         entries = self.queue_of()
         rows = queue_rows(entries, ns, req.query.get("tenant") or None)
         return web.json_response({"waiting": len(entries), "items": rows})
+
+    async def workers_listing(self, req: web.Request) -> web.Response:
+        """Each worker's health as the controller sees it (healthy, slow, STALLED, UNHEALTHY: since when
+        and why). To whoever may list Jobs in the namespace asked (``/v1/namespaces/NS/workers``) or in
+        every namespace (``/v1/workers``, which also shows the workers' connection errors)."""
+        ns = req.match_info.get("namespace")
+        if ns is not None:
+            try:
+                check_namespace(ns)
+            except InvalidName as exc:
+                return _error(400, str(exc))
+        user = await self._reviewed(req, [list_access(ns)])
+        if isinstance(user, web.Response):
+            return user
+        described = self.fleet() if self.fleet is not None else []
+        return web.json_response({"items": worker_rows(described, datetime.now(UTC), full=ns is None)})
 
     async def _may(self, user: Obj, attrs: Obj) -> bool:
         """One SubjectAccessReview on the manager (ApiError when it cannot be asked)."""
@@ -424,6 +477,8 @@ class InspectApi:
         app.router.add_get(f"{base}/logs", self.logs)
         app.router.add_get("/v1/queue", self.queue)
         app.router.add_get("/v1/namespaces/{namespace}/queue", self.queue)
+        app.router.add_get("/v1/workers", self.workers_listing)
+        app.router.add_get("/v1/namespaces/{namespace}/workers", self.workers_listing)
         # A reader that leaves cancels its handler, which releases the worker's stream at once (a
         # follow stream with no new lines would otherwise never notice).
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)

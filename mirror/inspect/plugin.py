@@ -362,9 +362,13 @@ async def status(t: Target, args: Any, out: Callable[[str], None]) -> int:
     claimed, claimed_sets = jobs or [], jobsets or []
     rows = select_rows([status_row(j, now) for j in claimed], args.worker, args.state)
     set_rows = select_rows([jobset_row(j, now) for j in claimed_sets], args.worker, args.state)
+    view = await controller_workers(t)
+    if isinstance(view, str):
+        print(f"note: {view}", file=sys.stderr)
+        view = None
+    probed = await worker_health(t.config) if t.config else None
     if args.output in ("json", "yaml"):
-        out(render({"jobs": rows, "jobsets": set_rows,
-                    "workers": await worker_health(t.config) if t.config else None}, args.output))
+        out(render({"jobs": rows, "jobsets": set_rows, "workers": merge_workers(probed, view)}, args.output))
         return 0
     if only is not JOBSET_KIND:
         out(format_status(rows, wide=args.output == "wide"))
@@ -373,18 +377,92 @@ async def status(t: Target, args: Any, out: Callable[[str], None]) -> int:
         out(format_jobsets(set_rows, wide=args.output == "wide"))
         out(_count_line(len(claimed_sets), sum(1 for j in claimed_sets if not JOBSET_KIND.is_finished(j)),
                         len(set_rows), "JobSets"))
-    if t.config is not None:
-        out(f"{'WORKER':12s} {'HEALTH':10s} {'VERSION':10s} DETAIL")
-        for w in await worker_health(t.config):
-            out(f"{w['name']:12s} {w['health']:10s} {w['version']:10s} {w['detail']}")
-            if w.get("room"):
-                out(f"{'':12s} room: {w['room']}")
+    if probed is not None:
+        for line in format_probed_workers(merge_workers(probed, view) or [], now):
+            out(line)
+    elif view is not None:
+        for line in format_workers(view, now):
+            out(line)
     return 0
 
 
 def _count_line(claimed: int, unfinished: int, shown: int, what: str) -> str:
     return (f"\n{claimed} claimed {what}, {unfinished} unfinished" + (f" ({shown} shown)" if shown != claimed else "")
             + "\n")
+
+
+def _since(stamp: object, now: datetime) -> str:
+    """``2026-11-26T23:10:05Z (4m)``: when, and how long ago."""
+    at = parse_time(stamp) if isinstance(stamp, str) else None
+    return "-" if at is None else f"{stamp} ({_seconds(max(0.0, (now - at).total_seconds()))})"
+
+
+def format_workers(rows: list[dict[str, Any]], now: datetime) -> list[str]:
+    """The controller's worker listing (inspect API ``/v1/workers``) as ``status`` prints it: a STALLED
+    worker (answers, runs none of our copies) with since when and why; a healthy one with its load."""
+    lines = [f"{'WORKER':12s} {'HEALTH':10s} {'SINCE':26s} DETAIL"]
+    for r in rows:
+        detail = r.get("reason") or f"{r.get('unfinished', 0)} unfinished copies"
+        lines.append(f"{r['name']:12s} {r['health']:10s} {_since(r.get('since'), now):26s} {detail}")
+        if r["health"] != "STALLED" and r.get("stalled"):  # stalled too, behind a worse state
+            lines.append(f"{'':12s} also stalled since {_since(r.get('stalledSince'), now)}: {r['stalled']}")
+    return lines
+
+
+def merge_workers(probed: list[dict[str, Any]] | None, view: list[dict[str, Any]] | None
+                  ) -> list[dict[str, Any]] | None:
+    """``--config``'s own probe of each worker with the controller's view of it (``controller``), or the
+    controller's view alone. A worker the probe finds healthy shows the controller's STALLED or slow:
+    its API server answers, and only the controller sees that its copies never run."""
+    if probed is None:
+        return view
+    by_name = {r["name"]: r for r in view or []}
+    out = []
+    for p in probed:
+        row: dict[str, Any] = dict(p)
+        seen = by_name.get(p["name"])
+        if seen is not None:
+            row["controller"] = seen
+            if p["health"] == "healthy" and seen["health"] in ("STALLED", "slow"):
+                row["health"] = seen["health"]
+        out.append(row)
+    return out
+
+
+def format_probed_workers(rows: list[dict[str, Any]], now: datetime) -> list[str]:
+    """``status --config``: each worker as probed now, then what the controller sees when it differs."""
+    lines = [f"{'WORKER':12s} {'HEALTH':10s} {'VERSION':10s} DETAIL"]
+    for w in rows:
+        lines.append(f"{w['name']:12s} {w['health']:10s} {w['version']:10s} {w['detail']}")
+        seen = w.get("controller")
+        if seen is not None and seen["health"] != "healthy":
+            lines.append(f"{'':12s} controller: {seen['health']} since {_since(seen.get('since'), now)}: "
+                         f"{seen.get('reason')}")
+        if w.get("room"):
+            lines.append(f"{'':12s} room: {w['room']}")
+    return lines
+
+
+async def controller_workers(t: Target) -> list[dict[str, Any]] | str | None:
+    """The controller's worker listing through its inspect API (as the caller: a namespace's users see
+    it too), or why it could not be read; None when there is no inspect API to ask (the kubeconfig's
+    user has no token, no inspect Service on the manager) — then ``status`` shows what it can alone."""
+    if not t.token:
+        return None
+    path = "/v1/workers" if t.namespace is None else f"/v1/namespaces/{segment(t.namespace)}/workers"
+    try:
+        resp = await _inspect_get(t, path, {})
+    except UsageError:
+        return None
+    except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
+        return f"the controller's view of the workers not shown: {exc}"
+    try:
+        if resp.status != 200:
+            return f"the controller's view of the workers not shown: {await _inspect_error(resp)}"
+        data = json.loads(await resp.read())
+    finally:
+        await _close(resp)
+    return list(data.get("items") or [])
 
 
 async def worker_health(cfg: Config) -> list[dict[str, str]]:
