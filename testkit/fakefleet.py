@@ -1,10 +1,10 @@
 """A manager and its workers on :mod:`testkit.fakecluster`, wired to the real reconciler.
 
 Everything above the HTTP layer is the product's own: the informers (list + watch on the fake
-servers), ``WorkerCluster`` (probe, identity, call slots), the event recorder, the Job kind and
-the ``Reconciler``. A unit table builds a fleet, shapes the servers (seed objects, inject a
-refusal with ``react``), runs passes with :meth:`FakeFleet.sync` and asserts on what the
-servers hold and which calls reached them.
+servers), ``WorkerCluster`` (probe, identity, call slots), the event recorder, the kind (the Job
+kind unless ``kind=`` names another, e.g. testkit.widget's) and the ``Reconciler``. A unit table
+builds a fleet, shapes the servers (seed objects, inject a refusal with ``react``), runs passes
+with :meth:`FakeFleet.sync` and asserts on what the servers hold and which calls reached them.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any
 
 from kruntime.events import EventRecorder, ObjectEvents
 from kruntime.informer import Informer
-from kruntime.resources import JOBS, NODES, Obj
+from kruntime.resources import NODES, Obj
 from mirror.config import Config
 from mirror.jobs.kind import JOB_KIND
+from mirror.kinds import MirroredKind
 from mirror.placement import policy_for
 from mirror.reconciler import Reconciler
 from mirror.room.view import RoomView
@@ -55,20 +56,22 @@ class FakeFleet:
     clusters: dict[str, WorkerCluster]
     jobs: Informer
     recorder: EventRecorder
+    #: the kind the fleet mirrors (its manager objects and copies are read and written as this kind)
+    kind: MirroredKind = JOB_KIND
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     async def create(self, obj: Obj) -> Obj:
-        """Create a manager Job through the API, as a user does, and wait until the cache has it."""
+        """Create a manager object through the API, as a user does, and wait until the cache has it."""
         ns = obj["metadata"]["namespace"]
-        created = await self.manager.client("user").create(JOBS, ns, obj)
+        created = await self.manager.client("user").create(self.kind.resource, ns, obj)
         await self.settle()
         return created
 
     def job(self, name: str, namespace: str = "default") -> Obj | None:
-        return self.manager.stored(JOBS.path(namespace, name))
+        return self.manager.stored(self.kind.resource.path(namespace, name))
 
     def copy(self, worker: str, name: str, namespace: str = "default") -> Obj | None:
-        return self.workers[worker].stored(JOBS.path(namespace, name))
+        return self.workers[worker].stored(self.kind.resource.path(namespace, name))
 
     async def sync(self, name: str, namespace: str = "default") -> float | None:
         """One reconcile pass of ``namespace/name``, then let every cache catch up."""
@@ -104,8 +107,11 @@ class FakeFleet:
 
 @contextlib.asynccontextmanager
 async def fake_fleet(workers: tuple[str, ...] = ("worker-1", "worker-2"), *, nodes: dict[str, list[Obj]] | None = None,
-                     labels: dict[str, dict[str, str]] | None = None, **settings: Any) -> AsyncIterator[FakeFleet]:
+                     labels: dict[str, dict[str, str]] | None = None, kind: MirroredKind = JOB_KIND,
+                     **settings: Any) -> AsyncIterator[FakeFleet]:
     """A manager and ``workers`` on fake servers, probed, admitted and synced; closed on exit.
+
+    ``kind``: what the fleet mirrors (the Job kind unless a test names another).
 
     ``nodes``: per worker, Node objects to seed, with a room view per worker watching its fake
     Nodes and Pods (placement RoomAware, the default); without them no room is known.
@@ -123,16 +129,16 @@ async def fake_fleet(workers: tuple[str, ...] = ("worker-1", "worker-2"), *, nod
     origin = cfg.origin_for(MANAGER_IDENTITY)
     clusters = {}
     for w in cfg.workers:
-        cluster = WorkerCluster(w, servers[w.name].client(w.name), kinds=[JOB_KIND], origin=origin)
+        cluster = WorkerCluster(w, servers[w.name].client(w.name), kinds=[kind], origin=origin)
         cluster.admit(f"{w.name}-cluster-uid", is_manager=False)
         await cluster.probe_once()
         clusters[w.name] = cluster
     client = manager.client("manager")
-    jobs = Informer(client, JOBS)
+    jobs = Informer(client, kind.resource)
     recorder = EventRecorder(client, "jobmirror")
-    reconciler = Reconciler(cfg, JOB_KIND, client, jobs, clusters, ObjectEvents(recorder, JOBS),
+    reconciler = Reconciler(cfg, kind, client, jobs, clusters, ObjectEvents(recorder, kind.resource),
                             policy_for(cfg.placement.value), manager_cluster=MANAGER_IDENTITY, rooms=rooms)
-    fleet = FakeFleet(cfg, manager, servers, reconciler, clusters, jobs, recorder)
+    fleet = FakeFleet(cfg, manager, servers, reconciler, clusters, jobs, recorder, kind)
     informers = [jobs, *(i for c in clusters.values() for i in c.informers()),
                  *(i for r in rooms.values() for i in r.informers())]
     fleet._tasks = [asyncio.create_task(i.run()) for i in informers]

@@ -1,14 +1,14 @@
 """The kind seam is real: a second, minimal kind drives the reconciler's pure decisions.
 
-``Widget`` (``example.dev/v1``) is a made-up kind with the smallest behaviour a mirrored
-kind needs. Nothing in ``mirror.decisions``, the worker caches or the queue keys knows it
-exists, yet all of them work for it, and a Widget never collides with a Job of the same name.
+``Widget`` (``example.dev/v1``, testkit/widget.py) is a made-up kind with the smallest behaviour a
+mirrored kind needs (test_widget_fleet.py drives it through a fleet of fake API servers). Nothing in
+``mirror.decisions``, the worker caches or the queue keys knows it exists, yet all of them work for
+it, and a Widget never collides with a Job of the same name.
 """
 
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,76 +20,17 @@ from kruntime.bounded import LruDict
 from kruntime.resources import Obj, Resource
 from mirror.config import Config, Worker
 from mirror.decisions import CopyPlan, Placement, Step, decide, placement_of, plan_copy, status_to_write
-from mirror.identity import manager_key_of, stamp
+from mirror.identity import manager_key_of
 from mirror.jobs.kind import JOB_KIND
-from mirror.kinds import MirroredKind, PodDemand, QueueKey
+from mirror.kinds import QueueKey
 from mirror.naming import ANNOTATION_CLUSTER, origin_annotation
 from mirror.reconciler import JobMemory, Reconciler
 from mirror.workers import WorkerCluster
+from testkit.widget import WIDGET
 
 NOW = datetime(2026, 11, 23, 10, tzinfo=UTC)
 ORIGIN = "mgr"
 CONTROLLER = "jobmirror.dev/controller"
-
-
-class WidgetKind:
-    """A Widget runs until ``status.phase`` is Done; ``spec.size`` follows the manager."""
-
-    resource = Resource("example.dev", "v1", "widgets", "Widget")
-    pods = None  # a Widget's pods are not followed
-
-    @property
-    def name(self) -> str:
-        return self.resource.kind
-
-    def managed_by(self, obj: Obj) -> str | None:
-        return (obj.get("spec") or {}).get("owner")
-
-    def build_copy(self, manager: Obj, *, origin: str, origin_cluster: str, remote_name: str) -> Obj:
-        labels, annotations = stamp(self.name, manager, origin=origin, origin_cluster=origin_cluster)
-        return {"apiVersion": "example.dev/v1", "kind": "Widget",
-                "metadata": {"name": remote_name, "namespace": manager["metadata"]["namespace"],
-                             "labels": labels, "annotations": annotations},
-                "spec": {"size": manager["spec"].get("size", 1)}}
-
-    def spec_patch(self, manager: Obj, remote: Obj) -> Obj | None:
-        size = manager["spec"].get("size", 1)
-        return None if remote["spec"].get("size") == size else {"spec": {"size": size}}
-
-    def desired_status(self, manager: Obj, remote: Obj | None, now: datetime) -> Obj:
-        if remote is None:
-            return copy.deepcopy(manager.get("status") or {})
-        return {"phase": (remote.get("status") or {}).get("phase", "Pending")}
-
-    def recreate_when_refused(self, patch: Obj) -> bool:
-        return False
-
-    def dropped_fields(self, sent: Obj, created: Obj) -> list[str]:
-        return []
-
-    def decided_status(self, manager: Obj, now: datetime) -> Obj | None:
-        return None  # a Widget has no interim outcome
-
-    def status_differs(self, current: Obj | None, desired: Obj | None) -> bool:
-        return (current or {}) != (desired or {})
-
-    def outcome(self, copy: Obj) -> str | None:
-        return "Done" if self.is_finished(copy) else None
-
-    def is_finished(self, obj: Obj) -> bool:
-        return (obj.get("status") or {}).get("phase") == "Done"
-
-    def is_suspended(self, obj: Obj) -> bool:
-        return bool(obj["spec"].get("paused"))
-
-    def state(self, obj: Obj) -> str | None:
-        return "Done" if self.is_finished(obj) else None
-
-    def pod_demand(self, obj: Obj) -> list[PodDemand]:
-        return []  # room not judged for a Widget
-
-
-WIDGET: MirroredKind = WidgetKind()
 
 
 def widget(*, placed: str | None = None, size: int = 1, paused: bool = False, phase: str | None = None,
