@@ -67,6 +67,7 @@ WORKER_RULES: set[Rule] = {
     *{("", "pods", v, "") for v in ("get", "list", "watch")},  # describe, logs, pod events, room (watch)
     *{("", "nodes", v, "") for v in ("list", "watch")},  # placement RoomAware: each node's room
     *{("scheduling.k8s.io", "priorityclasses", v, "") for v in ("list", "watch")},  # RoomAware: classes served
+    *{("", "serviceaccounts", v, "") for v in ("list", "watch")},  # RoomAware: ServiceAccounts present
     ("", "pods/log", "get", ""),
     *{("", "events", v, "") for v in ("list", "watch")},  # Warning events mirrored onto manager Jobs
 }

@@ -139,7 +139,8 @@ class MirrorController:
                                                     watch_client=client.sibling("watch", pool_size=len(self.kinds) + 5,
                                                                                 qps=50, burst=100))
             if cfg.placement is PlacementPolicy.ROOM_AWARE:
-                self.rooms[wcfg.name] = RoomView(wcfg.name, self.workers[wcfg.name].watch_client)
+                self.rooms[wcfg.name] = RoomView(wcfg.name, self.workers[wcfg.name].watch_client,
+                                                 namespaces=cfg.namespaces)
         read = {w.name: None if w.config_error else await _worker_identity(w.client) for w in self.workers.values()}
         identities = {name: ident if isinstance(ident, str) else None for name, ident in read.items()}
         problems = cluster_conflicts(manager_id, identities, origin=cfg.origin)
@@ -425,9 +426,9 @@ class MirrorController:
         for informer in w.informers():
             self._spawn(informer.run(), f"{w.name}-{informer.resource.plural}-informer")
         room = self.rooms.get(w.name)
-        for informer in room.informers() if room is not None else ():
+        for watch in room.informers() if room is not None else ():
             # Not part of the worker's health: an unreadable room is "unknown", never "full".
-            self._spawn(informer.run(), f"{w.name}-room-{informer.resource.plural}")
+            self._spawn(watch.run(), f"{w.name}-room-{watch.resource.plural}")
         for (kind, worker), we in self.worker_events.items():
             if worker == w.name:
                 self._spawn(we.informer.run(), f"{w.name}-{kind}-warning-events")

@@ -39,7 +39,7 @@ from mirror.placement import (
 )
 from mirror.room.fit import WorkerFit
 from mirror.room.requests import PodShape, shape_of_template
-from mirror.room.view import RoomView
+from mirror.room.view import RoomView, service_account_of
 from mirror.scheduling.backfill import Release, estimated_start, expected_length, may_backfill
 from mirror.scheduling.line import Waiting, WaitingLine, heads, holds
 from mirror.scheduling.order import OrderRule, within_tenant
@@ -262,6 +262,7 @@ class Placer:
         self._check_quota(uid, job, tenant, demand, priority)
         pod, want = self.pod_shape(kind, job) if self.rooms else (None, 0)
         fits = self._fits(pod, want, views) if pod is not None else {}
+        fits.update(self._missing_accounts(kind, job, views))
         fits.update(self._missing_classes(kind, job, views))
         backfilled: set[str] = set()  # held workers this Job may take because it ends before their head starts
         if self.rooms:
@@ -381,6 +382,19 @@ class Placer:
             missing = [n for n in names if room is not None and room.lacks_class(n)]
             if v.healthy and missing:
                 out[v.name] = WorkerFit(False, 0, f"serves no PriorityClass {missing[0]} (create it there)")
+        return out
+
+    def _missing_accounts(self, kind: MirroredKind, job: Obj, views: Sequence[WorkerView]) -> dict[str, WorkerFit]:
+        """Workers whose namespace of the copy surely lacks a ServiceAccount the Job's pods name: never a fit
+        there (the ServiceAccount admission plugin refuses every pod), said naming the ServiceAccount."""
+        ns = job["metadata"]["namespace"]
+        names = sorted({n for d in kind.pod_demand(job) if (n := service_account_of(d.template))})
+        out = {}
+        for v in views:
+            room = self.rooms.get(v.name)
+            missing = [n for n in names if room is not None and room.lacks_account(ns, n)]
+            if v.healthy and missing:
+                out[v.name] = WorkerFit(False, 0, f"has no ServiceAccount {ns}/{missing[0]} (create it there)")
         return out
 
     def _fits(self, shape: PodShape, want: int, views: Sequence[WorkerView]) -> dict[str, WorkerFit]:

@@ -22,8 +22,8 @@ from itertools import islice
 from typing import Any
 
 from kruntime.client import ClusterClient
-from kruntime.informer import Informer
-from kruntime.resources import NODES, PODS, PRIORITY_CLASSES, Obj
+from kruntime.informer import Informer, NamespacedInformers
+from kruntime.resources import NODES, PODS, PRIORITY_CLASSES, Obj, Resource
 from mirror import metrics
 from mirror.room.fit import NodeRoom, WorkerFit, node_room, pods_fitting_now, worker_fit
 from mirror.room.quantity import HUGE, show
@@ -311,10 +311,30 @@ def _name_only(obj: Obj) -> Obj:
     return {"metadata": {"name": md.get("name", ""), "resourceVersion": md.get("resourceVersion", "")}}
 
 
-class RoomView:
-    """The room of one worker, from two informers on its watch client."""
+def _namespaced_name_only(obj: Obj) -> Obj:
+    md = obj.get("metadata") or {}
+    return {"metadata": {"namespace": md.get("namespace", ""), "name": md.get("name", ""),
+                         "resourceVersion": md.get("resourceVersion", "")}}
 
-    def __init__(self, worker: str, client: ClusterClient, *,
+
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+#: the ServiceAccount a pod gets when it names none, made in every namespace by the worker's own
+#: kube-controller-manager (also in a namespace the controller has just created): never judged missing
+DEFAULT_SERVICE_ACCOUNT = "default"
+
+
+def service_account_of(template: Obj) -> str:
+    """The ServiceAccount a pod template runs as ("" or ``default``: the namespace's default); the
+    deprecated ``serviceAccount`` counts when ``serviceAccountName`` is unset, as the API server reads it."""
+    spec = template.get("spec") or {}
+    return str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "")
+
+
+class RoomView:
+    """The room of one worker, from informers on its watch client: its nodes and non-terminal pods (the
+    room), its PriorityClasses and ServiceAccounts by name (what its admission would refuse)."""
+
+    def __init__(self, worker: str, client: ClusterClient, *, namespaces: Sequence[str] = (),
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.worker = worker
         self.nodes = Informer(client, NODES, transform=slim_node)
@@ -324,6 +344,12 @@ class RoomView:
         #: the worker's PriorityClasses, by name only: a copy whose pods name one it lacks never
         #: creates a pod there (admission refuses them), so the fit says "never" for that worker
         self.classes = Informer(client, PRIORITY_CLASSES, transform=_name_only)
+        #: the worker's ServiceAccounts, by namespace and name only, in the namespaces copies go to
+        #: (the controller's namespaces; every namespace when it claims all): the ServiceAccount
+        #: admission plugin refuses every pod naming one its namespace lacks, so that fit is "never"
+        self.accounts: Informer | NamespacedInformers = (
+            NamespacedInformers(client, SERVICE_ACCOUNTS, namespaces, transform=_namespaced_name_only) if namespaces
+            else Informer(client, SERVICE_ACCOUNTS, transform=_namespaced_name_only))
         self.loads = Loads()
         #: in the order they were made (a new one is applied on top of the cached rooms)
         self.reserved: dict[str, Reservation] = {}
@@ -357,13 +383,24 @@ class RoomView:
         if self.on_room is not None:
             self.on_room(self.worker)
 
-    def informers(self) -> list[Informer]:
-        return [self.nodes, self.pods, self.classes]
+    def informers(self) -> list[Informer | NamespacedInformers]:
+        return [self.nodes, self.pods, self.classes, self.accounts]
 
     def lacks_class(self, name: str) -> bool:
         """Whether the worker surely serves no PriorityClass ``name`` (False while its classes are not known:
         a worker that does not let us list them is judged by its pods' admission, as before)."""
         return self.classes.synced.is_set() and self.classes.get(name) is None
+
+    def lacks_account(self, namespace: str, name: str) -> bool:
+        """Whether the worker surely has no ServiceAccount ``namespace/name``: False for the default one
+        (its kube-controller-manager makes it, even in a namespace created with the copy) and while the
+        accounts are not known (not listed yet, or not readable: unknown is not never; the pods'
+        admission judges, as before)."""
+        if not name or name == DEFAULT_SERVICE_ACCOUNT or not self.accounts.synced.is_set():
+            return False
+        if isinstance(self.accounts, NamespacedInformers) and namespace not in self.accounts.members:
+            return False
+        return self.accounts.get(f"{namespace}/{name}") is None
 
     @property
     def synced(self) -> bool:

@@ -1,4 +1,5 @@
-"""A worker that accepts copies and never runs them (issue 36), on real API servers.
+"""A worker that accepts copies and never runs them (issue 36), on real API servers; and what the
+fit catches before placing (a ServiceAccount the worker's namespace lacks).
 
 The worker is kube-controller-manager without its Job controller (``KCM_NO_JOBS``): a copy
 there exists and nothing ever creates a pod or writes a status. The worker events' progress
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -18,9 +20,11 @@ from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
 from kruntime.resources import JOBS
 from mirror import metrics
-from mirror.naming import ANNOTATION_PIN
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN
 from mirror.progress import ProgressConfig
-from tests.conftest import KCM_NO_JOBS, WORKER_1, wait_for
+from mirror.room.view import SERVICE_ACCOUNTS
+from tests.conftest import KCM_NO_JOBS, WORKER_1, WORKER_2, wait_for
+from tests.integration.inspect_env import direct, plugin, user
 from tests.integration.mirror_env import make_job, mirror_env
 
 pytestmark = pytest.mark.integration
@@ -32,10 +36,11 @@ async def test_a_worker_without_a_job_controller_is_told_and_stalled(
     client_for: Callable[[ClusterSpec], Awaitable[ClusterClient]],
     cluster: Callable[[ClusterSpec], LocalCluster],
     ns: str,
+    tmp_path: Path,
 ) -> None:
     # LeastLoaded: the copies are pinned; the stuck memory (RoomAware's move) is the lead's wiring.
     async with mirror_env(client_for, cluster, ns, workers=(WORKER_1, KCM_NO_JOBS), placement="LeastLoaded",
-                          unschedulable_timeout=2.0) as env:
+                          unschedulable_timeout=2.0, inspect_address="127.0.0.1:0") as env:
         ctrl = await env.start()
 
         async def wired() -> bool:
@@ -66,6 +71,25 @@ async def test_a_worker_without_a_job_controller_is_told_and_stalled(
         assert metrics.WORKER_STALLED.labels(SILENT)._value.get() == 1
         assert ctrl.workers[WORKER_1.name].stalled is None
 
+        # Shown to users (item 3): the inspect API's worker listing and `kubectl jobmirror status`, for a
+        # user of this namespace with a real token (reviewed by the manager), as the controller sees it.
+        assert ctrl.inspect_api is not None and ctrl.inspect_api.port
+        address = f"127.0.0.1:{ctrl.inspect_api.port}"
+        token, kubeconfig = await user(env.manager, ns, "alice", env.clusters["manager"].kubeconfig,
+                                       tmp_path / "alice", may_get_jobs_in=ns)
+        code, body = await direct(address, f"/v1/namespaces/{ns}/workers", token)
+        assert code == 200, body
+        rows = {r["name"]: r for r in body["items"]}
+        assert rows[SILENT]["health"] == "STALLED" and rows[SILENT]["reason"] == reason, rows
+        since = datetime.strptime(rows[SILENT]["since"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        assert abs((datetime.now(UTC) - since).total_seconds()) < 60, rows[SILENT]
+        assert rows[WORKER_1.name]["health"] == "healthy"
+        rc, out, err = await plugin("status", "--kubeconfig", str(kubeconfig), f"--inspect-url=https://{address}")
+        assert rc == 0, err
+        print(out)  # the report quotes a real one
+        line = next(ln for ln in out.splitlines() if ln.startswith(SILENT))
+        assert line.split()[1:3] == ["STALLED", rows[SILENT]["since"]] and line.endswith(reason), line
+
         # The worker with a Job controller: its Job completes and is never told stuck.
         await env.wait_condition("runs", "Complete", timeout=60)
         assert "CopyStuck" not in {e["reason"] for e in await env.events("runs")}
@@ -79,3 +103,38 @@ async def test_a_worker_without_a_job_controller_is_told_and_stalled(
 
         await wait_for(cleared, timeout=30, what=f"{SILENT} no longer stalled")
         assert metrics.WORKER_STALLED.labels(SILENT)._value.get() == 0
+        code, body = await direct(address, f"/v1/namespaces/{ns}/workers", token)
+        assert code == 200 and {r["name"]: r["health"] for r in body["items"]}[SILENT] == "healthy", body
+        rc, out, err = await plugin("status", "--kubeconfig", str(kubeconfig), f"--inspect-url=https://{address}")
+        assert rc == 0 and "STALLED" not in out, (out, err)
+
+
+async def test_a_job_goes_only_where_its_service_account_is(
+    client_for: Callable[[ClusterSpec], Awaitable[ClusterClient]],
+    cluster: Callable[[ClusterSpec], LocalCluster],
+    ns: str,
+) -> None:
+    """Fit (item 4): worker-1's namespace lacks the ServiceAccount the Job's pods run as (its admission
+    would refuse every pod); the Job is placed on worker-2, which has it, and completes there. A Job
+    naming one no worker has waits in the manager with NoWorkerFits naming it, and is placed once
+    it is created on a worker."""
+    async with mirror_env(client_for, cluster, ns, workers=(WORKER_1, WORKER_2)) as env:
+        await env.workers[WORKER_2.name].create(SERVICE_ACCOUNTS, ns, {"metadata": {"name": "builder"}})
+        await env.start()
+        await env.create(make_job("as-builder", pod_spec={"serviceAccountName": "builder"}))
+        done = await env.wait_condition("as-builder", "Complete", timeout=90)
+        assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == WORKER_2.name
+
+        await env.create(make_job("as-ghost", pod_spec={"serviceAccountName": "ghost"}))
+        ev = await env.wait_event("as-ghost", "NoWorkerFits", timeout=30)
+        assert ev["type"] == "Warning"
+        assert ev["message"] == (
+            f"cannot dispatch: no worker could ever run its pod: {WORKER_1.name}: has no ServiceAccount {ns}/ghost "
+            f"(create it there); {WORKER_2.name}: has no ServiceAccount {ns}/ghost (create it there)")
+        waiting = await env.get("as-ghost")
+        assert waiting is not None and ANNOTATION_CLUSTER not in waiting["metadata"].get("annotations", {})
+        assert not await env.copies(waiting["metadata"]["uid"])  # no copy sent anywhere to be refused
+
+        await env.workers[WORKER_1.name].create(SERVICE_ACCOUNTS, ns, {"metadata": {"name": "ghost"}})
+        done = await env.wait_condition("as-ghost", "Complete", timeout=90)  # placed at its next look (resync)
+        assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == WORKER_1.name
