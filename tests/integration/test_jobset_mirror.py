@@ -17,7 +17,8 @@ from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, PODS, Obj
 from mirror.jobsets.kind import JOBSETS
-from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, LABEL_ORIGIN_UID
+from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, DEFAULT_CONTROLLER_NAME, LABEL_ORIGIN_UID
+from testkit.invariants import InvariantChecker
 from testkit.jobsets import jobset_controllers as start_jobsets
 from testkit.jobsets import make_jobset
 from tests.conftest import MANAGER, WORKER_1, WORKER_2, wait_for
@@ -93,6 +94,42 @@ async def _copies(env: Any, uid: str) -> dict[str, Obj]:
         if items:
             out[wname] = items[0]
     return out
+
+
+async def test_the_invariant_checker_follows_jobsets_their_copies_child_jobs_and_pods(
+        client_for: ClientFor, cluster: ClusterFn, ns: str, jobset_controllers: list[str]) -> None:
+    """What the chaos tier's jobset-mix relies on, on real objects and without a fault: the checker
+    (testkit/invariants.py) sees each JobSet, its copy, the child Jobs the worker's JobSet made and their
+    pods, and once the copies are cleaned up judges the run clean, the outcomes those meant."""
+    async with mirror_env(client_for, cluster, ns, kinds=["Job", "JobSet"]) as env:
+        checker = InvariantChecker({"manager": env.manager}, env.workers, [ns], managed_by=DEFAULT_CONTROLLER_NAME,
+                                   origins={env.origin}, kinds=("Job", "JobSet"))
+        await checker.start()
+        rec = checker.recorder
+        try:
+            await env.start()
+            rec.expect("JobSet", f"{ns}/fine", "Completed")
+            rec.expect("JobSet", f"{ns}/broken", "Failed")
+            await env.manager.create(JOBSETS, ns, make_jobset("fine", duration_ms=300))
+            await env.manager.create(JOBSETS, ns, make_jobset("broken", outcome="fail", duration_ms=200,
+                                                              failurePolicy={"maxRestarts": 1}))
+            await _terminal(env, "fine")
+            await _terminal(env, "broken")
+
+            async def cleaned_up() -> bool:
+                return bool(rec.copies) and all(c.gone for c in rec.copies.values()) and all(
+                    ch.gone for ch in rec.children.values()) and all(p.gone for p in rec.pods.values())
+
+            await wait_for(cleaned_up, timeout=90, what="the copies, their child Jobs and pods gone")
+            v = checker.verdict()
+        finally:
+            await checker.stop()
+        assert v.ok, v.explain()
+        assert (v.jobs, v.jobsets, v.jobset_copies_seen) == (2, 2, 2), v.summary()
+        assert v.jobset_outcomes == {"Completed": 1, "Failed": 1}
+        # 3 child Jobs per attempt: fine ran once, broken twice (one restart)
+        assert v.child_jobs_seen == 9, v.summary()
+        assert 10 <= len(rec.pods) <= 15 and {p.copy_uid for p in rec.pods.values()} == set(rec.copies)
 
 
 async def test_a_failing_jobset_fails_with_its_restarts_and_reason(
