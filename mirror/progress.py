@@ -17,7 +17,7 @@ events about both (oldest first), and the time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import IntEnum
@@ -292,3 +292,140 @@ def controller_acted(copy: Obj, counted: set[str], since: datetime) -> bool:
         return False
     created = _created(copy)
     return copy["metadata"].get("uid") in counted or (created is not None and created >= since)
+
+
+# -- moves: bounded, with backoff, and none where every worker fails the same way (item 2) ---------
+#
+# Pure: what the reconciler decides when worker events tell it a copy is stuck. It keeps, per Job,
+# the findings that made it move (a :class:`Finding` each, in order) and asks :func:`decide_move`
+# about the new one; :func:`causes_to_tell` says which Warnings are new (one per cause, not one per
+# worker or per move). Not wired yet: the reconciler is being reshaped (see the issue's notes).
+
+
+@dataclass(frozen=True)
+class MoveLimits:
+    """How far a stuck Job is moved. Defaults a user would pick: a few moves, minutes apart."""
+
+    #: moves of one Job in all, for being stuck; then it stays where it is (with the Warning)
+    max_moves: int = 3
+    #: seconds before the second move; doubled for each further one, up to ``backoff_max``
+    backoff: float = 60.0
+    backoff_max: float = 900.0
+    #: seconds a worker the Job was moved off stays avoided for it
+    avoid_for: float = 300.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One copy of the Job found stuck: where, in which phase, the worker's words, when (monotonic s)."""
+
+    worker: str
+    phase: Phase
+    cause: str
+    at: float
+
+
+class Verdict(IntEnum):
+    MOVE = 1  # delete the copy (nothing ran) and place the Job again, avoiding ``avoid``
+    LATER = 2  # move, but not before ``at`` (backoff since the last move)
+    STAY = 3  # leave the copy where it is; the Job waits with the Warning ``why``
+
+
+@dataclass(frozen=True)
+class MoveDecision:
+    verdict: Verdict
+    why: str = ""
+    #: LATER: when the move may happen
+    at: float | None = None
+    #: MOVE: the workers the Job avoids now: the ones it left within ``avoid_for``, this one, and every one
+    #: that failed it the same way as this one
+    avoid: frozenset[str] = frozenset()
+
+
+def cause_kind(phase: Phase, cause: str) -> str:
+    """What a cause is, apart from the worker, the pod and the object names in it: comparable across
+    workers. ``pods bound: ErrImagePull``, ``created: FailedCreate``, ``created: no Job controller``.
+
+    The phase and the reason word only: an image that exists nowhere reads ``ErrImagePull`` on every
+    worker whatever each kubelet's message says; two FailedCreates (a quota here, a webhook there)
+    count as one kind — the number of moves is bounded anyway.
+    """
+    words = cause.split(": ")
+    if cause.startswith(FAILED_CREATE):
+        reason = FAILED_CREATE
+    elif cause.startswith("no pod"):
+        reason = "no " + cause.rsplit("worker's ", 1)[-1]  # "no Job controller"
+    elif " not bound" in words[0]:
+        reason = "not bound"
+    elif cause.startswith("no container status"):
+        reason = "no container status"
+    elif len(words) >= 2 and (words[0].startswith("container ") or words[0].startswith("pod ")):
+        reason = words[1]
+    else:
+        reason = words[0]
+    return f"{phase.label}: {reason}"
+
+
+def move_backoff(moves: int, limits: MoveLimits) -> float:
+    """Seconds between the ``moves``-th move and the next (0 before the first)."""
+    if moves <= 0:
+        return 0.0
+    return float(min(limits.backoff * 2 ** (moves - 1), limits.backoff_max))
+
+
+def avoided(moves: Sequence[Finding], now: float, limits: MoveLimits) -> frozenset[str]:
+    """The workers the Job left less than ``avoid_for`` ago."""
+    return frozenset(m.worker for m in moves if now - m.at < limits.avoid_for)
+
+
+def decide_move(moves: Sequence[Finding], found: Finding, candidates: Collection[str], now: float,
+                limits: MoveLimits, *, pinned: bool = False) -> MoveDecision:
+    """Whether the Job whose copy is ``found`` stuck moves now, later or not at all.
+
+    ``moves``: the findings that moved it before, oldest first; ``candidates``: the workers it may
+    use at all (healthy, its access, selector), ``found.worker`` among them or not. Never a loop of
+    copies between workers: at most ``max_moves`` moves, each later than the one before by a
+    doubling backoff, and none once every candidate has failed it the same way (an image that exists
+    nowhere) — then it stays, and waits with one Warning per cause. The caller checks that nothing
+    of the copy ran (:func:`nothing_ran`) before it acts on MOVE.
+    """
+    kind = cause_kind(found.phase, found.cause)
+    if pinned:
+        return MoveDecision(Verdict.STAY, f"pinned to {found.worker}: it stays there")
+    if len(moves) >= limits.max_moves:
+        return MoveDecision(Verdict.STAY, f"moved {len(moves)} times already (at most {limits.max_moves}): it stays "
+                                          f"on {found.worker}")
+    failed_so = {m.worker for m in moves if cause_kind(m.phase, m.cause) == kind} | {found.worker}
+    if set(candidates) <= failed_so:
+        return MoveDecision(Verdict.STAY, f"every worker it may use fails the same way ({kind}): it stays on "
+                                          f"{found.worker}")
+    # Avoided: the workers left within avoid_for, and those that failed it this same way (they would again).
+    avoid = avoided(moves, now, limits) | failed_so
+    if set(candidates) <= avoid:
+        return MoveDecision(Verdict.STAY, f"every other worker it may use was left less than {limits.avoid_for:.0f}s "
+                                          f"ago or failed it the same way: it stays on {found.worker}")
+    if moves:
+        due = moves[-1].at + move_backoff(len(moves), limits)
+        if now < due:
+            return MoveDecision(Verdict.LATER, f"moved {len(moves)} times; the next move not before "
+                                               f"{move_backoff(len(moves), limits):.0f}s after the last", due)
+    return MoveDecision(Verdict.MOVE, f"stuck in phase {found.phase.label} on {found.worker}", avoid=avoid)
+
+
+def causes_to_tell(findings: Sequence[Finding], told: Collection[str]) -> list[tuple[str, str]]:
+    """The Warnings not told yet, one per cause kind (not per worker, not per move): (kind, message).
+
+    The message names every worker that failed that way, in order, and the newest worker's words.
+    ``told``: the kinds already told for this Job (the caller keeps them with its moves).
+    """
+    by_kind: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_kind.setdefault(cause_kind(f.phase, f.cause), []).append(f)
+    out = []
+    for kind, fs in by_kind.items():
+        if kind in told:
+            continue
+        workers = list(dict.fromkeys(f.worker for f in fs))
+        out.append((kind, f"stuck in phase {fs[-1].phase.label} on worker{'s' if len(workers) > 1 else ''} "
+                          f"{', '.join(workers)}: {fs[-1].cause}"))
+    return out
