@@ -81,7 +81,8 @@ phase "bootstrap: Kubernetes v$(.venv/bin/python -c 'from clusterbed import vers
 # The corners' control planes build beside the local tiers; the tests that need them run last
 # (tests/conftest.py) and wait for this build under its lock if they get there first.
 corners_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-corners.XXXXXX")
-# ... and JobSet, for the JobSet kind's integration tests.
+# ... and JobSet, for the JobSet kind's integration tests and the chaos tier's jobset-mix (they wait for this
+# build under its lock if they get there first).
 .venv/bin/python -m clusterbed.build --corners-only --jobset >"$corners_log" 2>&1 &
 corners_pid=$!
 irc=0

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from clusterbed.build import build_jobset
 from clusterbed.cluster import LocalCluster
 from clusterbed.jobset import JobSetController
 from kruntime.resources import Obj
@@ -54,24 +56,35 @@ def make_jobset(name: str, *, managed_by: str | None = DEFAULT_CONTROLLER_NAME, 
 
 
 def start_jobset_controllers(clusters: Iterable[LocalCluster], workdir: Path) -> list[JobSetController]:
-    """JobSet (CRD, controller, webhooks) in each cluster, one after the other; on a failure the ones
-    already started are stopped again before it is raised."""
-    started: list[JobSetController] = []
+    """JobSet (CRD, controller, webhooks) in each cluster: built (or found built) once, then started in all
+    clusters at once (each start mostly waits on its API server). On a failure the ones started are
+    stopped again and the first error is raised."""
+    build_jobset()
+    ctls = [JobSetController(cl, workdir) for cl in clusters]
+    if not ctls:
+        return []
+    with ThreadPoolExecutor(len(ctls)) as pool:
+        errors = [e for e in pool.map(_start, ctls) if e is not None]
+    if errors:
+        stop_jobset_controllers(ctls)
+        raise errors[0]
+    return ctls
+
+
+def _start(ctl: JobSetController) -> BaseException | None:
     try:
-        for cl in clusters:
-            ctl = JobSetController(cl, workdir)
-            started.append(ctl)
-            ctl.start()
-    except BaseException:
-        stop_jobset_controllers(started)
-        raise
-    return started
+        ctl.start()
+    except BaseException as exc:  # handed back to the caller, who raises the first
+        return exc
+    return None
 
 
 def stop_jobset_controllers(controllers: Iterable[JobSetController]) -> None:
-    """Each one's webhooks unregistered and its process stopped (only the processes we started)."""
-    for ctl in controllers:
-        ctl.stop()
+    """Each one's webhooks unregistered and its process stopped (only the processes we started), all at once."""
+    ctls = list(controllers)
+    if ctls:
+        with ThreadPoolExecutor(len(ctls)) as pool:
+            list(pool.map(lambda c: c.stop(), ctls))
 
 
 @contextlib.contextmanager
