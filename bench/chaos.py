@@ -489,9 +489,6 @@ async def no_fault(run: Run) -> None:
 
 SCENARIOS: dict[str, Scenario] = {
     "worker-stopped": worker_stopped,
-    # worker-stopped with JobSets: a lost worker is where a JobSet's copy is replaced by a second one on
-    # another worker while the first (and its child Jobs) lives on in the returned worker until deleted.
-    "jobset-mix": worker_stopped,
     "worker-frozen": worker_frozen,
     "manager-restart": manager_restart,
     "controller-kill": controller_kills,
@@ -500,6 +497,10 @@ SCENARIOS: dict[str, Scenario] = {
     "second-writer": second_writer,
     "shared-worker": no_fault,
     "worker-quota": quota,
+    # worker-stopped with JobSets (JOBSET_SHARE): a lost worker is where a JobSet's copy is replaced by a
+    # second one on another worker while the first (and its child Jobs) lives on in the returned worker
+    # until deleted. Last: JobSet runs in the bed's clusters only while it does.
+    "jobset-mix": worker_stopped,
 }
 
 

@@ -214,3 +214,8 @@ def test_without_a_share_the_workload_and_its_waves_are_the_job_mix_unchanged() 
     objs = chaos.workload(25, random.Random(3), 0.0)
     assert objs == jobs
     assert chaos.waves(objs) == [jobs[w::chaos.WAVES] for w in range(chaos.WAVES)]
+
+
+def test_jobset_mix_is_a_scenario_with_a_share_and_runs_last() -> None:
+    assert set(chaos.JOBSET_SHARE) <= set(chaos.SCENARIOS)
+    assert list(chaos.SCENARIOS)[-1] == "jobset-mix" and chaos.JOBSET_SHARE["jobset-mix"] == 0.2
