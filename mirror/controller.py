@@ -12,30 +12,30 @@ import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from kubernetes_asyncio.client import Configuration
-
-from kruntime.client import ApiError, ClusterClient, KubeconfigError, load_incluster, load_kubeconfig
+from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeconfig
 from kruntime.events import EventRecorder, ObjectEvents, SpamFilter
 from kruntime.httpserver import HealthServer
 from kruntime.identity import IdentityUnavailable, read_identity
 from kruntime.informer import Informer, NamespacedInformers
 from kruntime.leaderelect import LeaderElector, Timing
-from kruntime.resources import NAMESPACES, PRIORITY_CLASSES, Obj, key_of, status_only_change
+from kruntime.resources import Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc, metrics
-from mirror.config import Config, ConfigError, PlacementPolicy, SchedulingOrder, cluster_conflicts
+from mirror.config import Config, PlacementPolicy, cluster_conflicts
 from mirror.identity import labels_of_copy, manager_key_of
 from mirror.inspect import tls as inspect_tls
 from mirror.inspect.api import InspectApi
 from mirror.jobs.kind import JOB_KIND
 from mirror.jobsets.kind import JOBSET_KIND
 from mirror.kinds import MirroredKind, QueueKey
+from mirror.manager_lookups import ManagerLookups, namespace_informer, priority_class_informer
 from mirror.naming import FIELD_MANAGER, FINALIZER
 from mirror.placement import policy_for
 from mirror.placer import BEHIND_WAKES, WAITING_RECHECK, Placer
 from mirror.reconciler import Reconciler
 from mirror.room.view import RoomView
 from mirror.status_lag import newly_decided, status_changed
+from mirror.worker_connect import admit_workers, connect_worker
 from mirror.worker_events import WorkerEvents
 from mirror.workers import WorkerCluster
 
@@ -46,15 +46,6 @@ log = logging.getLogger(__name__)
 KNOWN_KINDS: dict[str, MirroredKind] = {kind.name: kind for kind in (JOB_KIND, JOBSET_KIND)}
 #: What the config mirrors by default.
 KINDS: tuple[MirroredKind, ...] = (JOB_KIND,)
-
-
-async def _worker_identity(client: ClusterClient) -> str | IdentityUnavailable:
-    """A worker's identity, or why it could not be read (one quick attempt: an unreachable
-    worker must not hold up the start; it is held and asked again, see _admit)."""
-    try:
-        return await read_identity(client, attempts=1)
-    except IdentityUnavailable as exc:
-        return exc
 
 
 class MirrorController:
@@ -95,6 +86,8 @@ class MirrorController:
         self.namespaces: Informer | None = None
         #: the manager's PriorityClasses (scheduling.order FairShare), by name: value and globalDefault
         self.priority_classes: Informer | None = None
+        #: reads of those two watches (made in connect)
+        self.lookups = ManagerLookups()
         self.placer: Placer | None = None
 
     # -- setup ------------------------------------------------------------------------------
@@ -117,54 +110,22 @@ class MirrorController:
         log.info("manager cluster %s; origin %s", manager_id, origin)
         slow_slots = asyncio.Semaphore(max(1, cfg.workers_concurrency // 4))
         for wcfg in cfg.workers:
-            broken: str | None = None
-            try:
-                client = await ClusterClient.from_kubeconfig(wcfg.name, wcfg.kubeconfig, context=wcfg.context,
-                                                             qps=wcfg.qps, burst=wcfg.burst,
-                                                             timeout=cfg.request_timeout, field_manager=FIELD_MANAGER)
-            except KubeconfigError as exc:
-                # One bad kubeconfig (a broken Secret) must not stop the mirroring to the other
-                # workers: this one stays unhealthy with the reason, and is never contacted.
-                broken = f"unusable kubeconfig: {exc}"
-                log.error("worker %s: %s; it stays unhealthy until restarted with a fixed kubeconfig",
-                          wcfg.name, broken)
-                client = ClusterClient.from_configuration(wcfg.name, Configuration(host="https://unusable.invalid"))
-            # Each worker may hold at most 3/4 of the reconcile slots: a hung one cannot stall the rest;
-            # slow ones together hold at most a quarter.
-            self.workers[wcfg.name] = WorkerCluster(wcfg, client, kinds=list(self.kinds.values()), origin=origin,
-                                                    probe_interval=cfg.health_probe_interval,
-                                                    max_in_flight=max(2, cfg.workers_concurrency * 3 // 4),
-                                                    config_error=broken, slow_after=cfg.slow_call_seconds,
-                                                    slow_slots=slow_slots, manager_cluster=manager_id,
-                                                    watch_client=client.sibling("watch", pool_size=len(self.kinds) + 5,
-                                                                                qps=50, burst=100))
+            self.workers[wcfg.name] = await connect_worker(cfg, wcfg, list(self.kinds.values()), origin=origin,
+                                                           manager_cluster=manager_id, slow_slots=slow_slots)
             if cfg.placement is PlacementPolicy.ROOM_AWARE:
                 self.rooms[wcfg.name] = RoomView(wcfg.name, self.workers[wcfg.name].watch_client,
                                                  namespaces=cfg.namespaces)
-        read = {w.name: None if w.config_error else await _worker_identity(w.client) for w in self.workers.values()}
-        identities = {name: ident if isinstance(ident, str) else None for name, ident in read.items()}
-        problems = cluster_conflicts(manager_id, identities, origin=cfg.origin)
-        if problems:
-            raise ConfigError("invalid worker list:\n  " + "\n  ".join(problems))
-        for w in self.workers.values():
-            ident = read[w.name]
-            if isinstance(ident, str):
-                w.admit(ident, is_manager=ident == manager_id)
-            elif ident is not None:
-                # Unknown: it may be the cluster of another entry (or the manager). Used only once
-                # its identity is read and checked, so two entries never delete each other's copies.
-                w.hold(f"cluster identity not verified yet: {ident}")
-                log.warning("worker %s held until its cluster identity can be read: %s", w.name, ident)
+        await admit_workers(cfg, self.workers, manager_id)
         # Four event writers: no event on a Job's normal path, but a burst of Jobs can bring one each
         # (WaitingForRoom, a mirrored worker warning such as FailedScheduling).
         self.recorder = EventRecorder(self.manager, "jobmirror", writers=4)
-        self.namespaces = self._namespace_informer()
-        self.priority_classes = self._priority_class_informer()
+        lookups = self.lookups = ManagerLookups(namespace_informer(cfg, self.watches),
+                                                priority_class_informer(cfg, self.watches))
+        self.namespaces, self.priority_classes = lookups.namespaces, lookups.priority_classes
         self.placer = Placer(cfg, self.workers, policy_for(cfg.placement.value), rooms=self.rooms,
-                             namespace_labels=self._namespace_labels, priority_class=self._priority_value,
-                             default_priority=self._default_priority, wake=self._wake,
-                             priorities_known=lambda: self.priority_classes is not None
-                             and self.priority_classes.synced.is_set())
+                             namespace_labels=lookups.namespace_labels, priority_class=lookups.priority_value,
+                             default_priority=lookups.default_priority, wake=self._wake,
+                             priorities_known=lookups.priorities_known)
         for kind in self.kinds.values():
             informer = self.informers[kind.name] = self._manager_informer(kind)
             informer.add_handler(self._manager_handler(kind))
@@ -175,7 +136,7 @@ class MirrorController:
             self._follow_worker_events(kind, informer)
             self.reconcilers[kind.name] = Reconciler(cfg, kind, self.manager, informer, self.workers, events,
                                                      policy_for(cfg.placement.value), manager_cluster=manager_id,
-                                                     rooms=self.rooms, namespace_labels=self._namespace_labels,
+                                                     rooms=self.rooms, namespace_labels=lookups.namespace_labels,
                                                      placer=self.placer)
         for room in self.rooms.values():
             room.on_room = self._room_appeared
@@ -192,58 +153,6 @@ class MirrorController:
             self.worker_events[kind.name, w.name] = WorkerEvents(
                 w, kind, informer, mirrored, unschedulable_timeout=self.cfg.unschedulable_timeout,
                 on_stuck=self._stuck_handler(kind), progress=self.cfg.progress)
-
-    def _namespace_informer(self) -> Informer | None:
-        """A watch on the manager's namespaces for workers[].access namespaceSelectors: none without
-        one; with a ``namespaces`` allow-list only those are cached, and only their names and labels."""
-        if not any(w.access is not None and w.access.namespace_selector is not None for w in self.cfg.workers) \
-                and not any(t.namespace_selector is not None for t in self.cfg.scheduling.tenants):
-            return None
-        assert self.watches is not None
-        listed = frozenset(self.cfg.namespaces)
-
-        def keep(obj: Obj) -> bool:
-            return not listed or obj["metadata"]["name"] in listed
-
-        def slim(obj: Obj) -> Obj:
-            md = obj["metadata"]
-            return {"metadata": {"name": md["name"], "labels": md.get("labels") or {},
-                                 "resourceVersion": md.get("resourceVersion", "")}}
-
-        return Informer(self.watches, NAMESPACES, keep=keep, transform=slim)
-
-    def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
-        """A manager namespace's labels; None while not known (no watch, not synced, not seen)."""
-        if self.namespaces is None or not self.namespaces.synced.is_set():
-            return None
-        obj = self.namespaces.get(namespace)
-        return None if obj is None else dict(obj["metadata"]["labels"])
-
-    def _priority_class_informer(self) -> Informer | None:
-        """A watch on the manager's PriorityClasses, only their values (none for scheduling.order Arrival)."""
-        if self.cfg.scheduling.order is not SchedulingOrder.FAIR_SHARE:
-            return None
-        assert self.watches is not None
-
-        def slim(obj: Obj) -> Obj:
-            md = obj["metadata"]
-            return {"metadata": {"name": md["name"], "resourceVersion": md.get("resourceVersion", "")},
-                    "value": obj.get("value", 0), "globalDefault": bool(obj.get("globalDefault"))}
-
-        return Informer(self.watches, PRIORITY_CLASSES, transform=slim)
-
-    def _priority_value(self, name: str) -> int | None:
-        """The value of the manager's PriorityClass ``name``; None while not known."""
-        obj = self.priority_classes.get(name) if self.priority_classes is not None else None
-        value = None if obj is None else obj.get("value")
-        return value if isinstance(value, int) else None
-
-    def _default_priority(self) -> int:
-        """A Job naming no (known) class: the globalDefault class's value, else 0 (as kube-scheduler)."""
-        if self.priority_classes is None:
-            return 0
-        return max((o["value"] for o in self.priority_classes.items()
-                    if o.get("globalDefault") and isinstance(o.get("value"), int)), default=0)
 
     def _wake(self, keys: list[QueueKey]) -> None:
         for key in keys:

@@ -229,51 +229,64 @@ def next_action(kind: MirroredKind, g: Group) -> Action:
         return Action(Do.DELETE_STALE, worker=off[0])
 
     if placement.worker is None:
-        if not kind.is_suspended(job):
-            return Action(Do.PLACE)
-        if not _holds_our_finalizer(job, g.origin):
-            return Action(Do.ENSURE_FINALIZER)
-        if not g.wrote_status and (desired := status_to_write(kind, job, None, g.now)) is not None:
-            return Action(Do.WRITE_STATUS, status=desired)  # Suspended=True, by us; no copy yet
-        return Action(Do.REQUEUE, after=g.resync)
+        return _unplaced(kind, g)
     if not _holds_our_finalizer(job, g.origin):
         return Action(Do.ENSURE_FINALIZER)
-
     worker = g.workers.get(placement.worker)
     if worker is None or not worker.healthy:
         return _lost(kind, g, placement.worker, worker)
-
     remote = g.copies.get(placement.worker)
-    pinned = ANNOTATION_PIN in annotations_of(job)
     if remote is None:
-        found = g.found
-        if found is None:
-            return Action(Do.FIND_OR_CREATE, worker=placement.worker)
-        if found.refused is not None:
-            return _after(g, Why.REFUSED, Do.CREATE_REFUSED, placement.worker, may_move=not pinned)
-        if found.vanished is not None:
-            return Action(Do.FINISH_DECIDED)
-        if found.held and not g.wrote_status and (desired := status_to_write(kind, job, None, g.now)) is not None:
-            return Action(Do.WRITE_STATUS, status=desired)
-        return Action(Do.REQUEUE, after=g.resync)
-    if g.found is not None and g.found.dropped:
-        return _after(g, Why.DROPPED_FIELDS, Do.DROPPED_FIELDS, placement.worker, may_move=not pinned)
+        return _no_copy(kind, g, placement.worker)
+    return _with_copy(kind, g, placement.worker, remote)
 
+
+def _unplaced(kind: MirroredKind, g: Group) -> Action:
+    """Not placed: placed now, or (suspended) held with our finalizer and a status that says so."""
+    if not kind.is_suspended(g.job):
+        return Action(Do.PLACE)
+    if not _holds_our_finalizer(g.job, g.origin):
+        return Action(Do.ENSURE_FINALIZER)
+    if not g.wrote_status and (desired := status_to_write(kind, g.job, None, g.now)) is not None:
+        return Action(Do.WRITE_STATUS, status=desired)  # Suspended=True, by us; no copy yet
+    return Action(Do.REQUEUE, after=g.resync)
+
+
+def _no_copy(kind: MirroredKind, g: Group, placed: str) -> Action:
+    """The placed worker shows no copy: find or create it, then judge what that came to."""
+    found = g.found
+    if found is None:
+        return Action(Do.FIND_OR_CREATE, worker=placed)
+    if found.refused is not None:
+        return _after(g, Why.REFUSED, Do.CREATE_REFUSED, placed, may_move=ANNOTATION_PIN not in annotations_of(g.job))
+    if found.vanished is not None:
+        return Action(Do.FINISH_DECIDED)
+    if found.held and not g.wrote_status and (desired := status_to_write(kind, g.job, None, g.now)) is not None:
+        return Action(Do.WRITE_STATUS, status=desired)
+    return Action(Do.REQUEUE, after=g.resync)
+
+
+def _with_copy(kind: MirroredKind, g: Group, placed: str, remote: Obj) -> Action:
+    """The placed worker has the copy (or an object of its name): mirror its status, keep its spec."""
+    job = g.job
+    if g.found is not None and g.found.dropped:
+        pinned = ANNOTATION_PIN in annotations_of(job)
+        return _after(g, Why.DROPPED_FIELDS, Do.DROPPED_FIELDS, placed, may_move=not pinned)
     copy_plan = plan_copy(kind, job, remote, origin=g.origin)
     if copy_plan.collision:
         replace = collision_of(job, remote) is CollisionAction.REPLACE
-        return _after(g, Why.COLLISION, Do.COLLISION, placement.worker, may_move=replace)
+        return _after(g, Why.COLLISION, Do.COLLISION, placed, may_move=replace)
     # Status first: a worker refusing the spec change must not stop the mirroring.
     hold = 0.0
     if not g.wrote_status and (desired := status_to_write(kind, job, remote, g.now)) is not None:
         hold = interim_hold(job.get("status") or {}, desired, pending_for=g.status_pending_for,
                             period=g.status_batch_period)
         if not hold:
-            return Action(Do.WRITE_STATUS, worker=placement.worker, status=desired)
+            return Action(Do.WRITE_STATUS, worker=placed, status=desired)
     if g.stuck is not None and not annotations_of(job).get(ANNOTATION_PIN):  # a pinned copy only gets the event
-        return _after(g, Why.STUCK, Do.MOVE_STUCK, placement.worker, may_move=True)
+        return _after(g, Why.STUCK, Do.MOVE_STUCK, placed, may_move=True)
     if copy_plan.spec_patch is not None:
-        return Action(Do.PATCH_COPY, worker=placement.worker, patch=copy_plan.spec_patch)
+        return Action(Do.PATCH_COPY, worker=placed, patch=copy_plan.spec_patch)
     if hold:
         return Action(Do.REQUEUE, after=hold, status_held=True)  # counters only: mirrored together shortly
     return Action(Do.REQUEUE, after=g.resync)
