@@ -22,7 +22,7 @@ from itertools import islice
 from typing import Any
 
 from kruntime.client import ClusterClient
-from kruntime.informer import Informer, NamespacedInformers
+from kruntime.informer import Informer
 from kruntime.resources import NODES, PODS, PRIORITY_CLASSES, Obj, Resource
 from mirror import metrics
 from mirror.room.fit import NodeRoom, WorkerFit, node_room, pods_fitting_now, worker_fit
@@ -344,12 +344,13 @@ class RoomView:
         #: the worker's PriorityClasses, by name only: a copy whose pods name one it lacks never
         #: creates a pod there (admission refuses them), so the fit says "never" for that worker
         self.classes = Informer(client, PRIORITY_CLASSES, transform=_name_only)
-        #: the worker's ServiceAccounts, by namespace and name only, in the namespaces copies go to
-        #: (the controller's namespaces; every namespace when it claims all): the ServiceAccount
-        #: admission plugin refuses every pod naming one its namespace lacks, so that fit is "never"
-        self.accounts: Informer | NamespacedInformers = (
-            NamespacedInformers(client, SERVICE_ACCOUNTS, namespaces, transform=_namespaced_name_only) if namespaces
-            else Informer(client, SERVICE_ACCOUNTS, transform=_namespaced_name_only))
+        #: the worker's ServiceAccounts, by namespace and name only, kept for the namespaces copies go to
+        #: (the controller's namespaces; all when it claims all): the ServiceAccount admission plugin
+        #: refuses every pod naming one its namespace lacks, so that fit is "never". One watch, on a
+        #: connection of its own (the worker's watch pool is sized for the copy, event and room watches).
+        self.namespaces = frozenset(namespaces)
+        self.accounts = Informer(client.sibling("room-accounts", pool_size=2), SERVICE_ACCOUNTS,
+                                 transform=_namespaced_name_only, keep=self._in_namespaces)
         self.loads = Loads()
         #: in the order they were made (a new one is applied on top of the cached rooms)
         self.reserved: dict[str, Reservation] = {}
@@ -383,8 +384,11 @@ class RoomView:
         if self.on_room is not None:
             self.on_room(self.worker)
 
-    def informers(self) -> list[Informer | NamespacedInformers]:
+    def informers(self) -> list[Informer]:
         return [self.nodes, self.pods, self.classes, self.accounts]
+
+    def _in_namespaces(self, obj: Obj) -> bool:
+        return not self.namespaces or (obj.get("metadata") or {}).get("namespace") in self.namespaces
 
     def lacks_class(self, name: str) -> bool:
         """Whether the worker surely serves no PriorityClass ``name`` (False while its classes are not known:
@@ -398,7 +402,7 @@ class RoomView:
         admission judges, as before)."""
         if not name or name == DEFAULT_SERVICE_ACCOUNT or not self.accounts.synced.is_set():
             return False
-        if isinstance(self.accounts, NamespacedInformers) and namespace not in self.accounts.members:
+        if self.namespaces and namespace not in self.namespaces:
             return False
         return self.accounts.get(f"{namespace}/{name}") is None
 

@@ -94,7 +94,11 @@ async def test_a_worker_without_a_job_controller_is_told_and_stalled(
         await env.wait_condition("runs", "Complete", timeout=60)
         assert "CopyStuck" not in {e["reason"] for e in await env.events("runs")}
 
-        # A Job controller at work again: it writes a status on a counted copy.
+        # A Job controller at work again: it writes a status on a counted copy. (This one writes only that:
+        # the copies stay without pods, so with stalledCopies 2 the next round, 1 s later, would find the
+        # worker stalled again; a real controller makes their pods. Raised, the clear is what is seen.)
+        ctrl.worker_events["Job", SILENT].progress = ProgressConfig.model_validate(
+            {"podsCreatedTimeout": 3, "stalledCopies": 100})
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         await env.workers[SILENT].patch(JOBS, ns, "p1", {"status": {"startTime": now}}, subresource="status")
 

@@ -132,3 +132,12 @@ async def test_a_job_goes_where_its_service_account_is_and_waits_naming_it_when_
         await f.settle()
         await f.sync("nowhere")
         assert placed(f, "nowhere")[ANNOTATION_CLUSTER] == "worker-1"
+
+
+def test_the_accounts_watch_takes_no_connection_of_the_workers_watch_pool(server: FakeApiServer) -> None:
+    """The worker's watch client has a pool sized for the copy, event and room watches (a watch holds a
+    connection as long as it runs): one more watch there would leave another waiting for a connection."""
+    client = server.client("w1")
+    view = RoomView("w1", client)
+    assert view.accounts.client is not client and view.accounts.client.purpose == "room-accounts"
+    assert all(i.client is client for i in (view.nodes, view.pods, view.classes))
