@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from jobapi.objects import annotations_of
 from kruntime.client import ApiError
@@ -68,11 +69,15 @@ from mirror.identity import labels_of_copy
 from mirror.kinds import MirroredKind
 from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_PIN, FINALIZER
 from mirror.placement import NoWorker
-from mirror.placer import Choice
 from mirror.status_lag import interim_hold
 
-#: a pass that has not stopped after this many actions is cut short (a planning bug, not a state)
-MAX_ACTIONS = 16
+if TYPE_CHECKING:  # the plan reads a Choice, it never makes one (only the MOVE act asks the Placer)
+    from mirror.placer import Choice
+
+#: a pass that has not stopped after this many actions is cut short (a planning bug, not a state);
+#: a move takes four (the setback, MOVE, RECORD_MOVE, then FIND_OR_CREATE on the new worker), so a
+#: Job refused by one worker after another still settles in one pass on a fleet of eight
+MAX_ACTIONS = 40
 
 
 class Do(StrEnum):

@@ -91,3 +91,16 @@ async def test_a_refused_create_moves_through_the_move_act(chooser_guard: list[D
         await f.sync("a")
         assert placed_on(f) == "worker-2"
     assert chooser_guard == [Do.PLACE, Do.MOVE]
+
+
+async def test_a_job_every_worker_refuses_settles_in_one_pass(chooser_guard: list[Do]) -> None:
+    """each refusal is a setback, a MOVE and a RECORD_MOVE; the last MOVE finds no worker: STAY backs off"""
+    async with fake_fleet(("worker-1", "worker-2", "worker-3")) as f:
+        for w in f.workers.values():
+            w.react(refuse("POST"))
+        await f.create(job("a"))
+        after = await f.sync("a")
+        assert after is not None and after > 0  # retried with backoff, not cut short as unsettled
+        assert chooser_guard == [Do.PLACE, Do.MOVE, Do.MOVE, Do.MOVE]
+        assert f.reasons("a") == ["WorkerRefused"] * 3
+        assert all(f.copy(w, "a") is None for w in f.workers)
