@@ -20,6 +20,11 @@ caller who may ``get pods`` in the namespace; anyone else gets a summary: the wo
 copy's name and status, what the manager Job says anyway. The namespace and name are validated before anything is
 asked, and the Job served is checked to be the one authorised.
 
+The worker listing (``/v1/workers``, ``/v1/namespaces/NS/workers``) is the controller's view of
+each worker — healthy, slow, STALLED (answers, runs none of our copies), UNHEALTHY, since when and
+why — for ``kubectl jobmirror status``: to whoever may list Jobs in that namespace, or in every
+namespace for ``/v1/workers``, which alone also carries the workers' connection errors.
+
 JobSets (``/v1/namespaces/NS/jobsets/NAME/...``) follow the same rules with ``get`` on the JobSet
 (``jobsets.jobset.x-k8s.io``) in place of the Job's; their pods are the Job's pods as far as RBAC
 goes (``pods``, ``pods/log`` in the namespace). Log streams run on their

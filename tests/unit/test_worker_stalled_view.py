@@ -4,6 +4,7 @@ since when, why) and ``kubectl jobmirror status``, alone or beside ``--config``'
 from __future__ import annotations
 
 import argparse
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from kruntime.client import ApiError
 from kruntime.resources import Obj
 from mirror import metrics
 from mirror.config import Worker
@@ -153,3 +155,39 @@ async def test_status_reads_the_workers_through_the_inspect_api(monkeypatch: pyt
     assert isinstance(refused, str) and "403" in refused and "may not list jobs.batch" in refused
     t.token = None  # no token to pass on: no inspect API to ask, nothing said
     assert await plugin.controller_workers(t) is None
+
+
+class _Manager:
+    """A manager with no claimed Job (and no JobSet API): only the worker listing is under test."""
+
+    timeout = 5.0
+
+    async def list_all(self, resource: Any, namespace: str | None, **kw: Any) -> tuple[list[Obj], str]:
+        if resource.group == "jobset.x-k8s.io":
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return [], "1"
+
+
+@pytest.mark.parametrize("output", [None, "json"])
+async def test_status_shows_the_controllers_view_of_the_workers(monkeypatch: pytest.MonkeyPatch,
+                                                                output: str | None) -> None:
+    server = api.InspectApi("127.0.0.1:0", Reviews({("list", "team-a")}), {}, "jobmirror.dev/controller",  # type: ignore[arg-type]
+                            fleet=lambda: list(FLEET))
+    port = await server.start()
+    out: list[str] = []
+    try:
+        monkeypatch.setattr(plugin, "direct_url_ssl", lambda url, ca: False)
+        t = plugin.Target(manager=_Manager(), namespace="team-a",  # type: ignore[arg-type]
+                          controller_name="jobmirror.dev/controller", inspect_url=f"http://127.0.0.1:{port}", token="t")
+        args = argparse.Namespace(kind=None, worker=None, state=None, output=output)
+        assert await plugin.status(t, args, out.append) == 0
+    finally:
+        await server.stop()
+    text = "\n".join(out)
+    if output == "json":
+        workers = {w["name"]: w for w in json.loads(text)["workers"]}
+        assert workers["w-silent"]["health"] == "STALLED" and workers["w-silent"]["reason"] == STALL
+        assert workers["w-down"]["reason"] == api.WITHHELD_ERROR  # a namespace's user
+    else:
+        row = next(ln for ln in out if ln.startswith("w-silent"))
+        assert row.split()[1:3] == ["STALLED", "2026-11-26T23:26:00Z"] and row.endswith(STALL)
