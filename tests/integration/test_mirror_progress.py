@@ -1,5 +1,5 @@
 """A worker that accepts copies and never runs them (issue 36), on real API servers; and what the
-fit catches before placing (a ServiceAccount the worker's namespace lacks).
+fit catches before placing (a ServiceAccount the worker's namespace lacks, a PriorityClass it does not serve).
 
 The worker is kube-controller-manager without its Job controller (``KCM_NO_JOBS``): a copy
 there exists and nothing ever creates a pod or writes a status. The worker events' progress
@@ -18,7 +18,7 @@ import pytest
 
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
-from kruntime.resources import JOBS
+from kruntime.resources import JOBS, PRIORITY_CLASSES
 from mirror import metrics
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN
 from mirror.progress import ProgressConfig
@@ -142,3 +142,27 @@ async def test_a_job_goes_only_where_its_service_account_is(
         await env.workers[WORKER_1.name].create(SERVICE_ACCOUNTS, ns, {"metadata": {"name": "ghost"}})
         done = await env.wait_condition("as-ghost", "Complete", timeout=90)  # placed at its next look (resync)
         assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == WORKER_1.name
+
+
+async def test_a_job_goes_only_where_its_priority_class_is(
+    client_for: Callable[[ClusterSpec], Awaitable[ClusterClient]],
+    cluster: Callable[[ClusterSpec], LocalCluster],
+    ns: str,
+) -> None:
+    """Fit (item 4, item 5's "a missing PriorityClass on one worker"): worker-2 serves no PriorityClass
+    the Job's pods name (its Priority admission would refuse every pod); the Job runs on worker-1."""
+    w1 = await client_for(WORKER_1)
+    klass = f"jm-{ns}"  # cluster-scoped: a name of this test's own, deleted after
+    await w1.create(PRIORITY_CLASSES, None, {"metadata": {"name": klass}, "value": 1000})
+    try:
+        async with mirror_env(client_for, cluster, ns, workers=(WORKER_1, WORKER_2)) as env:
+            await env.start()
+            # worker-1 busier: by load alone the next Job would go to worker-2
+            await env.create(make_job("ballast", outcome="hang", annotations={ANNOTATION_PIN: WORKER_1.name}))
+            await env.wait_copy("ballast")
+            await env.create(make_job("urgent", pod_spec={"priorityClassName": klass}))
+            done = await env.wait_condition("urgent", "Complete", timeout=90)
+            assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == WORKER_1.name
+            assert "NoWorkerFits" not in {e["reason"] for e in await env.events("urgent")}
+    finally:
+        await w1.delete(PRIORITY_CLASSES, None, klass)
