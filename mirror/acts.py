@@ -21,7 +21,7 @@ from mirror.decisions import is_refusal
 from mirror.event_reasons import STALE_COPY_OUTCOME_USED
 from mirror.placing import confirm_placement, place
 from mirror.plan import Action, Do, Found, Group
-from mirror.remote_copy import find_or_create, patch_copy
+from mirror.remote_copy import find_or_create, patch_backoff, patch_copy, recreate_copy
 
 Act = Callable[[Acting, Action, Group], Awaitable[Group | Done]]
 
@@ -101,7 +101,22 @@ async def _write_status(a: Acting, action: Action, g: Group) -> Group | Done:
 
 async def _patch_copy(a: Acting, action: Action, g: Group) -> Group | Done:
     assert action.worker is not None and action.patch is not None
-    return Done(await patch_copy(a, g.job, a.workers[action.worker], g.copies[action.worker], action.patch))
+    refused = await patch_copy(a, g.job, a.workers[action.worker], g.copies[action.worker], action.patch)
+    if refused is None:
+        return Done(a.cfg.resync_period)
+    return replace(g, patch_refused=refused)
+
+
+async def _recreate_copy(a: Acting, action: Action, g: Group) -> Group | Done:
+    assert action.worker is not None and action.patch is not None and g.patch_refused is not None
+    return Done(await recreate_copy(a, g.job, a.workers[action.worker], g.copies[action.worker], action.patch,
+                                    g.patch_refused))
+
+
+async def _patch_backoff(a: Acting, action: Action, g: Group) -> Group | Done:
+    assert action.worker is not None and action.patch is not None and g.patch_refused is not None
+    return Done(patch_backoff(a, g.job, a.workers[action.worker], g.copies[action.worker], action.patch,
+                              g.patch_refused))
 
 
 async def write_status(a: Acting, job: Obj, desired: Obj, *, from_copy: bool) -> Obj:
@@ -132,6 +147,8 @@ ACTS: dict[Do, Act] = {
     Do.WRITE_STATUS: _write_status,
     Do.MOVE_STUCK: moves.stuck,
     Do.PATCH_COPY: _patch_copy,
+    Do.RECREATE_COPY: _recreate_copy,
+    Do.PATCH_BACKOFF: _patch_backoff,
     Do.MOVE: moves.move,
     Do.DELETE_LEFT: moves.delete_left,
     Do.RECORD_MOVE: moves.record_move,

@@ -24,7 +24,9 @@ reads. The steps, in the order a pass meets them:
    that finished it;
 9. MOVE_STUCK when the copy's pods could not be scheduled past the timeout (unpinned only): it
    reads whether anything of the copy ran;
-10. PATCH_COPY when the copy's mutable spec differs; else REQUEUE after the resync period.
+10. PATCH_COPY when the copy's mutable spec differs (REQUEUE while a refused patch backs off),
+    then what a refusal calls for: RECREATE_COPY (a suspended copy running nothing, for a change
+    that only applies to such a copy) or PATCH_BACKOFF; else REQUEUE after the resync period.
 
 The second level — whether a Job whose placed worker let it down (steps 5, 6, 7, 9) moves — is
 decided here too. The act of the step records what it learned as a :class:`Setback`; then the
@@ -97,6 +99,8 @@ class Do(StrEnum):
     WRITE_STATUS = "write-status"
     MOVE_STUCK = "move-stuck"
     PATCH_COPY = "patch-copy"
+    RECREATE_COPY = "recreate-copy"
+    PATCH_BACKOFF = "patch-backoff"
     REQUEUE = "requeue"
     # the second level: a setback on the placed worker, and what follows it
     MOVE = "move"
@@ -205,6 +209,10 @@ class Group:
     no_alternative: NoWorker | None = None
     #: DELETE_LEFT deleted the copy the Job leaves
     left_deleted: bool = False
+    #: seconds until a refused spec patch of the copy may be tried again (0: now)
+    patch_wait: float = 0.0
+    #: PATCH_COPY's answer: the worker refused the spec patch
+    patch_refused: ApiError | None = None
 
     @property
     def placement(self) -> Placement:
@@ -291,10 +299,22 @@ def _with_copy(kind: MirroredKind, g: Group, placed: str, remote: Obj) -> Action
     if g.stuck is not None and not annotations_of(job).get(ANNOTATION_PIN):  # a pinned copy only gets the event
         return _after(g, Why.STUCK, Do.MOVE_STUCK, placed, may_move=True)
     if copy_plan.spec_patch is not None:
-        return Action(Do.PATCH_COPY, worker=placed, patch=copy_plan.spec_patch)
+        return _patch(kind, g, placed, remote, copy_plan.spec_patch)
     if hold:
         return Action(Do.REQUEUE, after=hold, status_held=True)  # counters only: mirrored together shortly
     return Action(Do.REQUEUE, after=g.resync)
+
+
+def _patch(kind: MirroredKind, g: Group, placed: str, remote: Obj, patch: Obj) -> Action:
+    """The copy's mutable spec differs: patched, unless a refusal's backoff runs; a refused patch of a
+    suspended copy that only applies to a copy running nothing re-creates it, else backs off."""
+    if g.patch_refused is not None:
+        if kind.recreate_when_refused(patch) and kind.is_suspended(remote):
+            return Action(Do.RECREATE_COPY, worker=placed, patch=patch)
+        return Action(Do.PATCH_BACKOFF, worker=placed, patch=patch)
+    if g.patch_wait > 0:
+        return Action(Do.REQUEUE, after=max(0.5, g.patch_wait))
+    return Action(Do.PATCH_COPY, worker=placed, patch=patch)
 
 
 def collision_of(job: Obj, remote: Obj) -> CollisionAction:

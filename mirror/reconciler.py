@@ -166,7 +166,8 @@ class Reconciler:
                      resync=self.cfg.resync_period, worker_lost_timeout=self.cfg.worker_lost_timeout,
                      configured_for=self.clock() - self._started, unconfigured_said=memory.unconfigured_noted,
                      stuck=memory.stuck.get(placed or ""), status_pending_for=self.status_lag.pending_for(uid),
-                     status_batch_period=self.cfg.status_batch_period)
+                     status_batch_period=self.cfg.status_batch_period,
+                     patch_wait=max(0.0, memory.patch_not_before - self.clock()))
 
     def _worker_states(self, job: Obj) -> dict[str, WorkerState]:
         """Each worker as a pass sees it (re-read after every action: a call may have found one down)."""

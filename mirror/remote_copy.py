@@ -4,7 +4,7 @@ mutable spec kept in line with the manager's.
 What a find-or-create came to is returned as a :class:`mirror.plan.Found` for the plan to judge
 (a refusal, a decided object whose copy vanished, fields the worker dropped, held while
 suspended); a refused spec patch backs off here (or, for a suspended copy running nothing, the
-copy is deleted to be created again from the manager's template).
+copy is deleted to be created again from the manager's template) — the plan says which.
 """
 
 from __future__ import annotations
@@ -92,47 +92,48 @@ async def copy_pods(a: Acting, worker: WorkerCluster, remote: Obj) -> list[Obj]:
     return pods
 
 
-async def patch_copy(a: Acting, job: Obj, worker: WorkerCluster, remote: Obj, patch: Obj) -> float:
-    """Bring the copy's mutable spec in line; a refusal is evented and retried with backoff."""
-    uid = job["metadata"]["uid"]
-    not_before = a.recalled(uid).patch_not_before
-    if a.clock() < not_before:
-        return max(0.5, not_before - a.clock())
+async def patch_copy(a: Acting, job: Obj, worker: WorkerCluster, remote: Obj, patch: Obj) -> ApiError | None:
+    """Send the spec patch to the copy: None when the worker took it, else its refusal (the plan
+    judges it: re-create a suspended copy running nothing, or back off)."""
     md = remote["metadata"]
     try:
         await a.calls.call(worker, worker.client.patch(a.resource, md["namespace"], md["name"], patch))
     except ApiError as exc:
         if not is_refusal(exc.status):
             raise
-        return await _patch_refused(a, job, worker, remote, patch, exc)
-    memory = a.recalled(uid)
+        metrics.WORKER_REFUSALS.labels(worker.name, "patch").inc()
+        return exc
+    memory = a.recalled(job["metadata"]["uid"])
     memory.patch_not_before = 0.0
     memory.refusals.pop("patch", None)
-    return a.cfg.resync_period
+    return None
 
 
-async def _patch_refused(a: Acting, job: Obj, worker: WorkerCluster, remote: Obj, patch: Obj,
-                         exc: ApiError) -> float:
-    uid, md = job["metadata"]["uid"], remote["metadata"]
-    metrics.WORKER_REFUSALS.labels(worker.name, "patch").inc()
-    # A suspended copy whose pods are all gone runs nothing: re-create it from the manager
-    # instead (nothing runs twice; a pod still terminating could, so wait for it).
-    recreate = a.kind.recreate_when_refused(patch) and a.kind.is_suspended(remote)
-    if recreate:
-        # Pods of the copy that have not ended, terminating ones included (``status.active`` does
-        # not count those, and ``status.terminating`` is missing on older workers).
-        left = not_ended(await copy_pods(a, worker, remote))
-        if left:
-            log.info("%s/%s on %s: waiting for %d pod(s) of the suspended copy to end before re-creating "
-                     "it (%s)", md["namespace"], md["name"], worker.name, len(left), ", ".join(left[:3]))
-            return min(2.0, a.cfg.resync_period)
-    if recreate and await delete_copy(a, job, worker, remote, "re-created for its new template"):
+async def recreate_copy(a: Acting, job: Obj, worker: WorkerCluster, remote: Obj, patch: Obj,
+                        refused: ApiError) -> float:
+    """A suspended copy whose pods are all gone runs nothing: delete it, to be created again from the
+    manager's template (nothing runs twice; a pod still terminating could, so wait for it)."""
+    md = remote["metadata"]
+    # Pods of the copy that have not ended, terminating ones included (``status.active`` does
+    # not count those, and ``status.terminating`` is missing on older workers).
+    left = not_ended(await copy_pods(a, worker, remote))
+    if left:
+        log.info("%s/%s on %s: waiting for %d pod(s) of the suspended copy to end before re-creating "
+                 "it (%s)", md["namespace"], md["name"], worker.name, len(left), ", ".join(left[:3]))
+        return min(2.0, a.cfg.resync_period)
+    if await delete_copy(a, job, worker, remote, "re-created for its new template"):
         a.say(job, COPY_RECREATED, f"worker {worker.name} refused to rewrite the suspended copy's pod template "
-              f"({exc.message}); deleted it to be created again from the manager's template")
+              f"({refused.message}); deleted it to be created again from the manager's template")
         return 0.0
+    return patch_backoff(a, job, worker, remote, patch, refused)
+
+
+def patch_backoff(a: Acting, job: Obj, worker: WorkerCluster, remote: Obj, patch: Obj, refused: ApiError) -> float:
+    """The worker refused the spec change: said, and tried again with backoff (status is still mirrored)."""
+    uid, md = job["metadata"]["uid"], remote["metadata"]
     delay = a.refusal_delay(uid, "patch")
     a.remember_about(uid).patch_not_before = a.clock() + delay
     a.say(job, WORKER_REFUSED, f"worker {worker.name} refused the spec change {patch} on "
-          f"{md['namespace']}/{md['name']}: {exc.message}; status is still mirrored, the change is retried "
+          f"{md['namespace']}/{md['name']}: {refused.message}; status is still mirrored, the change is retried "
           f"with backoff (at most every {RETRY_CAP:.0f}s)")
     return delay

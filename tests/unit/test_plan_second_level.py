@@ -12,15 +12,25 @@ from dataclasses import replace
 
 import pytest
 
+from kruntime.client import ApiError
+from kruntime.resources import Obj
 from mirror.decisions import WorkerState
 from mirror.jobs.kind import JOB_KIND
-from mirror.naming import LABEL_ORIGIN
+from mirror.naming import (
+    ANNOTATION_CLAIMED_BY,
+    ANNOTATION_CLUSTER,
+    ANNOTATION_REMOTE_NAME,
+    FINALIZER,
+    LABEL_ORIGIN,
+)
 from mirror.placement import NoWorker
 from mirror.placer import Choice
 from mirror.plan import Action, Do, Found, Group, Setback, Why, next_action
+from testkit.widget import WidgetKind, make_widget
 from tests.unit.test_mirror_plan import (
     FOREIGN,
     NOW,
+    ORIGIN,
     PINNED,
     REFUSED,
     RUNNING_COPY,
@@ -117,3 +127,47 @@ def test_our_copy_under_another_origin_is_never_moved() -> None:
     g = group(J, {"w1": other_origin})
     assert next_action(JOB_KIND, g) == Action(Do.COLLISION, worker="w1")
     assert next_action(JOB_KIND, replace(g, setback=setback(Why.COLLISION))) == Action(Do.STAY, worker="w1")
+
+
+SPEC_CHANGED = group(mirrored(J, copy_of(J, parallelism=3)), {"w1": copy_of(J, parallelism=3)})
+PARALLELISM = {"spec": {"parallelism": 1}}
+PATCH_REFUSED = ApiError(422, "Invalid", "field is immutable")
+
+
+@pytest.mark.parametrize(
+    ("g", "want"),
+    [
+        (SPEC_CHANGED, Action(Do.PATCH_COPY, worker="w1", patch=PARALLELISM)),
+        (replace(SPEC_CHANGED, patch_wait=5.0), Action(Do.REQUEUE, after=5.0)),  # a refused patch backs off
+        (replace(SPEC_CHANGED, patch_wait=0.2), Action(Do.REQUEUE, after=0.5)),
+        (replace(SPEC_CHANGED, patch_refused=PATCH_REFUSED), Action(Do.PATCH_BACKOFF, worker="w1", patch=PARALLELISM)),
+    ],
+    ids=["patch", "backing-off", "backing-off-at-least-half-a-second", "refused"],
+)
+def test_a_spec_patch_and_its_refusal(g: Group, want: Action) -> None:
+    assert next_action(JOB_KIND, g) == want
+
+
+class RecreatingWidget(WidgetKind):
+    """A Widget whose size change applies only to a paused copy (as a Job's template rewrite does)."""
+
+    def recreate_when_refused(self, patch: Obj) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("paused", "want"), [(True, Do.RECREATE_COPY), (False, Do.PATCH_BACKOFF)],
+                         ids=["suspended-copy-recreated", "running-copy-backs-off"])
+def test_a_refused_patch_of_a_suspended_copy_recreates_it(paused: bool, want: Do) -> None:
+    kind = RecreatingWidget()
+    manager = make_widget("w", owner="c", size=3)
+    manager["metadata"].update(uid="w-uid", resourceVersion="5", finalizers=[FINALIZER],
+                               annotations={ANNOTATION_CLAIMED_BY: ORIGIN, ANNOTATION_CLUSTER: "w1",
+                                            ANNOTATION_REMOTE_NAME: "w"})
+    copy = kind.build_copy(manager, origin=ORIGIN, origin_cluster="mgr", remote_name="w")
+    copy["spec"].update(size=1, paused=paused)
+    g = group(mirrored_with(kind, manager, copy), {"w1": copy}, patch_refused=PATCH_REFUSED)
+    assert next_action(kind, g) == Action(want, worker="w1", patch={"spec": {"size": 3}})
+
+
+def mirrored_with(kind: WidgetKind, manager: Obj, copy: Obj) -> Obj:
+    return {**manager, "status": kind.desired_status(manager, copy, NOW)}
