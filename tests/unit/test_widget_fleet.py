@@ -12,7 +12,8 @@ from __future__ import annotations
 from kruntime.resources import JOBS, Obj
 from mirror.naming import ANNOTATION_CLUSTER, FINALIZER
 from testkit.fakefleet import CONTROLLER, FakeFleet, fake_fleet, job
-from testkit.widget import WIDGET, WIDGETS, make_widget
+from testkit.widget import WIDGET, WIDGETS, WidgetKind, make_widget
+from tests.unit.test_reconciler_passes import refuse
 
 
 async def worker_phase(f: FakeFleet, worker: str, phase: str, name: str = "w") -> None:
@@ -114,10 +115,34 @@ async def test_with_room_views_a_widget_is_placed_without_a_room_judgement() -> 
 
 
 async def test_a_refused_widget_moves_to_the_other_worker_in_the_same_pass() -> None:
-    from tests.unit.test_reconciler_passes import refuse
     async with fake_fleet(kind=WIDGET) as f:
         f.workers["worker-1"].react(refuse("POST", "/widgets"))
         await f.create(make_widget("w", owner=CONTROLLER))
         await f.sync("w")
         assert placed_on(f) == "worker-2" and f.copy("worker-2", "w") is not None
         assert f.reasons("w") == ["WorkerRefused"]
+
+
+class RecreatingWidget(WidgetKind):
+    """A Widget whose size change applies only to a paused copy (as a Job's template rewrite does)."""
+
+    def recreate_when_refused(self, patch: Obj) -> bool:
+        return True
+
+
+async def test_a_refused_patch_of_a_paused_copy_recreates_it() -> None:
+    """the plan's RECREATE_COPY on a kind without followed pods: nothing can still run, so the copy
+    is deleted at once and made again from the manager's spec"""
+    async with fake_fleet(("worker-1",), kind=RecreatingWidget()) as f:
+        await f.create(make_widget("w", owner=CONTROLLER, size=1))
+        await f.sync("w")
+        worker = f.workers["worker-1"]
+        first = await worker.client("widget-user").patch(WIDGETS, "default", "w", {"spec": {"paused": True}})
+        worker.react(refuse("PATCH", "/widgets/w", status=422))
+        await patch_size(f, 3)
+        assert await f.sync("w") == 0.0  # deleted: looked at again at once
+        assert f.copy("worker-1", "w") is None and f.reasons("w") == ["RemoteDeleted", "CopyRecreated"]
+        await f.sync("w")
+        again = f.copy("worker-1", "w")
+        assert again is not None and again["spec"] == {"size": 3}
+        assert again["metadata"]["uid"] != first["metadata"]["uid"]
