@@ -76,7 +76,7 @@ async def _find_or_create(a: Acting, action: Action, g: Group) -> Group | Done:
     assert action.worker is not None
     worker = a.workers[action.worker]
     try:
-        got, found = await find_or_create(a, g.job, worker, g.placement)
+        got, found = await find_or_create(a, g.job, worker, g.placement, action.if_absent)
     except ApiError as exc:
         if not is_refusal(exc.status, missing_namespace=missing_namespace(exc)):
             raise

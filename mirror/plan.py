@@ -15,9 +15,10 @@ reads. The steps, in the order a pass meets them:
 3. not placed → HOLD's bookkeeping when suspended, else PLACE;
 4. our finalizer missing → ENSURE_FINALIZER;
 5. the placed worker unhealthy or unconfigured → LOST (:func:`mirror.decisions.lost_worker`);
-6. no copy there → FIND_OR_CREATE, then what it found: refused (CREATE_REFUSED), vanished
-   (decided outcome: FINISH_DECIDED), created without fields (version skew: DROPPED_FIELDS),
-   held (suspended) or nothing made;
+6. no copy there → FIND_OR_CREATE, told what no copy means (make it; a decided outcome whose
+   copy vanished; held while suspended), then what it came to: refused (CREATE_REFUSED),
+   vanished (FINISH_DECIDED), created without fields (version skew: DROPPED_FIELDS), held
+   (its status written) or nothing made;
 7. a copy that is not ours → COLLISION;
 8. WRITE_STATUS when the mirrored status would change (a change of running counters only waits
    up to the status batch period, so the changes of that while go in one write); then FINISH if
@@ -135,6 +136,14 @@ class Setback:
     delay: float = 0.0
 
 
+class IfAbsent(StrEnum):
+    """What FIND_OR_CREATE does when the placed worker has no copy (the plan says it beforehand)."""
+
+    CREATE = "create"  # make it
+    FINISH = "finish"  # the object's outcome is decided: its copy vanished, never run it again
+    HOLD = "hold"  # suspended: no copy is made
+
+
 @dataclass(frozen=True)
 class Action:
     do: Do
@@ -154,6 +163,8 @@ class Action:
     exclude: tuple[str, ...] = ()
     #: MOVE, RECORD_MOVE: why it moves
     why: Why | None = None
+    #: FIND_OR_CREATE: what to do when there is no copy
+    if_absent: IfAbsent = IfAbsent.CREATE
 
 
 @dataclass(frozen=True)
@@ -269,7 +280,9 @@ def _no_copy(kind: MirroredKind, g: Group, placed: str) -> Action:
     """The placed worker shows no copy: find or create it, then judge what that came to."""
     found = g.found
     if found is None:
-        return Action(Do.FIND_OR_CREATE, worker=placed)
+        if_absent = (IfAbsent.FINISH if kind.decided_status(g.job, g.now) is not None
+                     else IfAbsent.HOLD if kind.is_suspended(g.job) else IfAbsent.CREATE)
+        return Action(Do.FIND_OR_CREATE, worker=placed, if_absent=if_absent)
     if found.refused is not None:
         return _after(g, Why.REFUSED, Do.CREATE_REFUSED, placed, may_move=ANNOTATION_PIN not in annotations_of(g.job))
     if found.vanished is not None:

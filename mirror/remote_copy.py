@@ -20,15 +20,17 @@ from mirror.copy_cleanup import delete_copy
 from mirror.copy_namespaces import missing_namespace
 from mirror.decisions import RETRY_CAP, Placement, is_refusal
 from mirror.event_reasons import COPY_RECREATED, NAMESPACE_NOT_ALLOWED, WORKER_REFUSED
-from mirror.plan import Found
+from mirror.plan import Found, IfAbsent
 from mirror.workers import WorkerCluster
 
 log = logging.getLogger(__name__)
 
 
-async def find_or_create(a: Acting, job: Obj, worker: WorkerCluster, placement: Placement) -> tuple[Obj | None, Found]:
-    """The copy on the placed worker, created when missing, and what that came to; a refusal raises
-    (the plan judges it)."""
+async def find_or_create(a: Acting, job: Obj, worker: WorkerCluster, placement: Placement,
+                         if_absent: IfAbsent) -> tuple[Obj | None, Found]:
+    """The copy on the placed worker, or, when it has none, what the plan said (create it; a decided
+    object's copy vanished; held while suspended), and what that came to; a refusal raises (the plan
+    judges it)."""
     ns, uid = job["metadata"]["namespace"], job["metadata"]["uid"]
     if uid in a.attempted[worker.name] or not worker.synced(a.kind):
         # We may have created it a moment ago (the cache lags) or cannot trust the cache:
@@ -38,9 +40,9 @@ async def find_or_create(a: Acting, job: Obj, worker: WorkerCluster, placement: 
         except ApiError as exc:
             if not exc.not_found:
                 raise
-    if a.kind.decided_status(job, a.now()) is not None:
+    if if_absent is IfAbsent.FINISH:
         return None, Found(vanished=f"its copy {ns}/{placement.remote_name} is gone from worker {worker.name}")
-    if a.kind.is_suspended(job):
+    if if_absent is IfAbsent.HOLD:
         return None, Found(held=True)
     body = a.kind.build_copy(job, origin=a.origin, origin_cluster=a.manager_cluster,
                              remote_name=placement.remote_name)

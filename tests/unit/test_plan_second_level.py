@@ -25,7 +25,7 @@ from mirror.naming import (
 )
 from mirror.placement import NoWorker
 from mirror.placer import Choice
-from mirror.plan import Action, Do, Found, Group, Setback, Why, next_action
+from mirror.plan import Action, Do, Found, Group, IfAbsent, Setback, Why, next_action
 from testkit.widget import WidgetKind, make_widget
 from tests.unit.test_mirror_plan import (
     FOREIGN,
@@ -171,3 +171,13 @@ def test_a_refused_patch_of_a_suspended_copy_recreates_it(paused: bool, want: Do
 
 def mirrored_with(kind: WidgetKind, manager: Obj, copy: Obj) -> Obj:
     return {**manager, "status": kind.desired_status(manager, copy, NOW)}
+
+
+@pytest.mark.parametrize(
+    ("job", "want"),
+    [(J, IfAbsent.CREATE), (DECIDED, IfAbsent.FINISH), (manager(suspend=True), IfAbsent.HOLD)],
+    ids=["create", "decided-copy-vanished", "suspended-held"],
+)
+def test_find_or_create_is_told_what_no_copy_means(job: Obj, want: IfAbsent) -> None:
+    """the plan, not the act, decides whether a missing copy is made, finished from (decided) or held"""
+    assert next_action(JOB_KIND, group(job)) == Action(Do.FIND_OR_CREATE, worker="w1", if_absent=want)
