@@ -429,6 +429,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-helm", action="store_true",
                         help=f"skip helm v{versions.HELM_VERSION} and the Prometheus Operator CRDs "
                              "(the deploy/helm and monitoring tests need them)")
+    parser.add_argument("--helm", action="store_true",
+                        help="build helm and the Prometheus Operator CRDs with --corners-only too (make test "
+                             "builds them beside the local tiers)")
     args = parser.parse_args(argv)
     full = [] if args.corners_only else (args.kube_version or [versions.KUBE_VERSION])
     corners = [v for v in versions.CORNER_KUBE_VERSIONS if v not in full] \
@@ -440,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         for v in corners:
             commands = versions.CORNER_KUBE_COMMANDS[v]
             _log(f"ready: Kubernetes v{v} ({', '.join(commands)}) in {build_kube_commands(v, commands)}")
-        if not args.no_helm and not args.corners_only:
+        if args.helm or not (args.no_helm or args.corners_only):
             _log(f"ready: {build_helm()}")
             _log(f"ready: Prometheus Operator CRDs in {prometheus_operator_crds()}")
         if args.kueue:

@@ -48,11 +48,14 @@ t=$SECONDS
 # The kind tier's images build beside the cluster binaries: their Debian downloads and docker
 # work overlap with the Go compilation (a shared lock keeps one build per Go module at a time).
 images_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-kind-images.XXXXXX")
-.venv/bin/python -m kindbed images >"$images_log" 2>&1 &
-images_pid=$!
+images_rc=$(mktemp "${TMPDIR:-/tmp}/jobmirror-kind-images-rc.XXXXXX")
+# Its exit code in a file: the background lane (not this shell) waits for it, so the local tiers
+# start as soon as the default release is built, not when the kind images are.
+ti=$SECONDS
+( rc=0; .venv/bin/python -m kindbed images >"$images_log" 2>&1 || rc=$?; echo "$rc" >"$images_rc" ) &
 build_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-build.XXXXXX")
 # Its milestones are printed as they happen (the whole log is shown if it fails).
-bash scripts/bootstrap.sh > >(tee "$build_log" | grep --line-buffered -E 'building from source|so far|done in|ready:|waiting|error') 2>&1 &
+bash scripts/bootstrap.sh --no-helm > >(tee "$build_log" | grep --line-buffered -E 'building from source|so far|done in|ready:|waiting|error') 2>&1 &
 build_pid=$!
 # Lint and the docs need only the venv: they run while the binaries build.
 echo "[test] ruff"
@@ -77,22 +80,15 @@ if [ "$brc_build" -ne 0 ]; then
   tail -n 60 "$build_log" >&2
   exit 1
 fi
-phase "bootstrap: Kubernetes v$(.venv/bin/python -c 'from clusterbed import versions; print(versions.KUBE_VERSION)') in full, etcd, kwok, helm" "$t"
+phase "bootstrap: Kubernetes v$(.venv/bin/python -c 'from clusterbed import versions; print(versions.KUBE_VERSION)') in full, etcd, kwok" "$t"
 # The corners' control planes build beside the local tiers; the tests that need them run last
 # (tests/conftest.py) and wait for this build under its lock if they get there first.
 corners_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-corners.XXXXXX")
 # ... and JobSet, for the JobSet kind's integration tests and the chaos tier's jobset-mix (they wait for this
 # build under its lock if they get there first).
-.venv/bin/python -m clusterbed.build --corners-only --jobset >"$corners_log" 2>&1 &
+# ... and helm with the Prometheus Operator CRDs (the chart and monitoring tests, marked built_beside too).
+.venv/bin/python -m clusterbed.build --corners-only --jobset --helm >"$corners_log" 2>&1 &
 corners_pid=$!
-irc=0
-wait "$images_pid" || irc=$?
-if [ "$irc" -ne 0 ]; then
-  echo "[test] building the kind images failed (exit $irc); the kind tier will retry and name the error:" >&2
-  tail -n 40 "$images_log" >&2
-fi
-grep -E '^\[kind (images|engine)\]' "$images_log" | tail -n 12 || true
-phase "kind images, built beside it (rc=$irc; log $images_log)" "$t"
 
 rc=0
 brc=0
@@ -105,9 +101,24 @@ kind_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-kind-tier.XXXXXX")
 chaos_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-chaos-tier.XXXXXX")
 echo "[test] pytest: background lane started: kind tier (engine, images, clusters, deploy/, e2e on kind; log $kind_log), then chaos tier, then the benchmark smoke runs (log $chaos_log)"
 (
+  # The kind tier needs the kind images: wait for their build (its phase line heads the tier's output).
+  irc=
+  while [ -z "$irc" ]; do
+    [ -e "$lane_stop" ] && exit 1
+    irc=$(cat "$images_rc" 2>/dev/null || true)
+    [ -n "$irc" ] || sleep 2
+  done
+  {
+    if [ "$irc" -ne 0 ]; then
+      echo "[test] building the kind images failed (exit $irc); the kind tier will retry and name the error:"
+      tail -n 40 "$images_log"
+    fi
+    grep -E '^\[kind (images|engine)\]' "$images_log" | tail -n 12 || true
+    phase "kind images, built beside the others (rc=$irc; log $images_log)" "$ti"
+  } >"$kind_log"
   lt=$SECONDS
   krc=0
-  JOBMIRROR_E2E_PROVIDER=kind .venv/bin/pytest -m e2e e2e >"$kind_log" 2>&1 || krc=$?
+  JOBMIRROR_E2E_PROVIDER=kind .venv/bin/pytest -m e2e e2e >>"$kind_log" 2>&1 || krc=$?
   echo "[test] lane: kind tier ended (rc=$krc) after $((SECONDS - lt))s" >>"$kind_log"
   [ -e "$lane_stop" ] && exit 1
   lt=$SECONDS

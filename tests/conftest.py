@@ -82,6 +82,10 @@ def ns() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
 
 
+#: fixtures that build (or wait for) what make test builds beside the local tiers
+BUILT_BESIDE_FIXTURES = {"helm", "monitoring_crds"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Cluster tests started from unit-only selections should not build Kubernetes by surprise.
     if os.environ.get("JOBMIRROR_SKIP_CLUSTERS") == "1" and os.environ.get("CI") != "true":
@@ -95,6 +99,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:  # the benchmark commands' small runs: a lane of their own in make test
         if item.path.name.startswith("test_bench_") and item.path.parent.name == "integration":
             item.add_marker(pytest.mark.bench_smoke)
+    for item in items:  # helm and the Prometheus Operator CRDs are built beside the local tiers too
+        if BUILT_BESIDE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.built_beside)
     items.sort(key=lambda item: item.get_closest_marker("built_beside") is not None)
 
 
