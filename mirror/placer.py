@@ -38,7 +38,7 @@ from mirror.placement import (
     select_by_labels,
 )
 from mirror.room.fit import WorkerFit
-from mirror.room.requests import PodShape, shape_of_template
+from mirror.room.requests import PODS, PodShape, shape_of_template
 from mirror.room.view import RoomView, service_account_of
 from mirror.scheduling.backfill import Release, estimated_start, expected_length, may_backfill
 from mirror.scheduling.line import Waiting, WaitingLine, heads, holds
@@ -110,8 +110,9 @@ def recheck_after(in_line: bool, held_until: float | None, now: float, resync: f
     """Seconds until a Job left unplaced is looked at again (None: only when woken).
 
     A Job waiting in line (for room or for its tenant's quota) has no timer of its own: the placer
-    wakes the first in line for each worker every WAITING_RECHECK seconds, the next BEHIND_WAKES
-    when room appears there, and a tenant's best quota waiters when its work ends — with 10,000
+    wakes the first in line for each worker every WAITING_RECHECK seconds and when room appears
+    there, the next BEHIND_WAKES when that first cannot use the room, and a tenant's best quota
+    waiters when its work ends — with 10,000
     waiting, 10,000 timers would each wake a pass that finds nothing new. The one exception is a Job
     that has room now and is held only by a Job ahead (headOfLineHold): it is looked at the moment
     that hold lapses. A Job that no worker may take (pin, selector, access, never fits) is in no
@@ -285,6 +286,7 @@ class Placer:
                 self.waiting.add(uid, Waiting(entry.order, wait.could, entry.key, tenant, priority, demand), now)
                 self._why[uid] = str(wait)
                 metrics.JOBS_WAITING_FOR_ROOM.set(len(self.waiting))
+                self._pass_on(uid, wait.could, now)
                 raise
             except NoWorkerFits:
                 self._stop_waiting(uid)  # it waits for no room any more, so it holds no worker
@@ -533,8 +535,28 @@ class Placer:
 
     def room_freed(self, worker: str) -> None:
         """Room may have appeared on ``worker`` (a Job or pod there ended, a node changed): the first in
-        its line looks again, and the next few behind it, which may fit room the first cannot use."""
-        self.wake_heads([worker], behind=BEHIND_WAKES)
+        its line looks again (if it cannot use it, :meth:`_pass_on` wakes those behind it)."""
+        self.wake_heads([worker])
+
+    def _pass_on(self, uid: str, could: Iterable[str], now: float) -> None:
+        """The Job first in line for a worker that has some room looked and could not use it: the next
+        BEHIND_WAKES there look (a smaller Job, a backfill). Never the Job itself, so a head that never
+        fits does not wake itself in a loop; the Jobs woken wake no one unless one is placed (then the
+        first looks again, and the chain goes on while room is taken)."""
+        if self.wake is None:
+            return
+        behind: list[str] = []
+        for w in could:
+            if self.waiting.first(w, now) == uid and self._has_room(w):
+                behind += [u for u in self.waiting.best(w, now, BEHIND_WAKES + 1) if u != uid and u not in behind]
+        if behind:
+            self.wake([QueueKey(self._kind_of.get(u, ""), self.waiting[u].key) for u in behind])
+
+    def _has_room(self, worker: str) -> bool:
+        """Whether a node of the worker shows free cpu and a free pod slot (a hint: each woken Job's fit decides)."""
+        room = self.rooms.get(worker)
+        return room is not None and room.synced and any(
+            n.ready and not n.cordoned and n.free("cpu") > 0 and n.free(PODS) > 0 for n in room.rooms())
 
     def wake_waiting(self, behind: int = 0) -> None:
         """The sweep that stands for the waiting Jobs' timers: the first in every worker's line looks

@@ -241,8 +241,7 @@ async def test_a_job_waits_for_room_and_is_placed_when_it_appears_before_later_j
         assert placed(f, "small")[ANNOTATION_CLUSTER] == "worker-1"
         await kubelet.delete(PODS, "default", "hog")
         await f.settle()
-        # room appeared on worker-2: the first in its line looks at once, and those behind it
-        assert woken == ["default/big", "default/gpu"]
+        assert woken == ["default/big"]  # room appeared on worker-2: the first in its line looks at once
         await f.sync("gpu")  # still behind "big" until "big" is placed
         assert ANNOTATION_CLUSTER not in placed(f, "gpu")
         await f.sync("big")

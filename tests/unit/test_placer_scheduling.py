@@ -257,28 +257,36 @@ async def test_a_job_waiting_past_the_starvation_age_goes_ahead_of_fair_share(
 
 async def test_no_waiting_job_has_a_timer_the_placer_wakes_the_first_and_those_behind_it(stamps: Stamps) -> None:
     """Issue 35 item 4: with Jobs of 3 tenants waiting for room and quota, no pass of a waiting Job asks
-    to be looked at again; the placer's sweep wakes the first in line, room freed wakes the next
-    BEHIND_WAKES, and a quota waiter is woken when its tenant's work ends."""
+    to be looked at again. The placer's sweep wakes the first in line; room freed wakes the first; a
+    first that cannot use the room there wakes the next BEHIND_WAKES (never itself); a quota waiter
+    is woken when its tenant's work ends."""
     quota = {"tenants": [{"name": "team-q", "namespaces": ["team-q"], "quota": {"jobs": 1}}]}
     async with fake_fleet(("worker-1",), nodes=ONE_WORKER, scheduling=quota) as f:
         woken: list[str] = []
         f.reconciler.places.wake = lambda keys: woken.extend(k.key for k in keys)
-        running = [one_cpu("a0", "team-a"), one_cpu("q0", "team-q")]
-        waiting = [one_cpu(f"{t}{i}", f"team-{t}") for i in range(1, 7) for t in "ab"]
-        await submit(f, *running)
+        await submit(f, one_cpu("a0", "team-a"), one_cpu("q0", "team-q"))  # the worker's 2 cpu taken
+        big = job("big", namespace="team-c", requests={"cpu": "2"})
+        waiting = [big, *(one_cpu(f"{t}{i}", f"team-{t}") for i in range(1, 7) for t in "ab"), one_cpu("q1", "team-q")]
         afters = []
-        for j in [*waiting, one_cpu("q1", "team-q")]:
+        for j in waiting:
             await f.create(j)
             afters.append(await f.sync(j["metadata"]["name"], j["metadata"]["namespace"]))
-        assert afters == [None] * 13  # 12 waiting for room, 1 for its tenant's quota
-        assert len(f.reconciler.places.queue()) == 13
-        first = f.reconciler.places.queue()[0].key
+        assert afters == [None] * 14  # 13 waiting for room, 1 for its tenant's quota
+        line = [e.key for e in f.reconciler.places.queue() if e.key != "team-q/q1"]
+        assert line[0] == "team-c/big"  # team-c runs nothing: first
         f.reconciler.places.wake_waiting()
-        assert woken == [first]  # the sweep that stands for the timers: the first in line only
+        assert woken == ["team-c/big"]  # the sweep that stands for the timers: the first in line only
         woken.clear()
-        f.reconciler.places.room_freed("worker-1")  # a pod there ended unseen by any Job of ours
-        ranked = [e.key for e in f.reconciler.places.queue() if e.key != "team-q/q1"]
-        assert woken == ranked[:1 + BEHIND_WAKES]  # the first, then the next behind it in order
+        await finish(f, "q0", "team-q")  # 1 cpu free: not enough for big
+        assert sorted(woken) == ["team-c/big", "team-q/q1"]  # the first in line; its tenant's quota waiter
         woken.clear()
-        await finish(f, "q0", "team-q")
-        assert "team-q/q1" in woken  # its tenant's work ended: its quota waiter looks again
+        await f.sync("big", "team-c")  # it cannot use the room: the next ones behind it look
+        assert woken == line[1:1 + BEHIND_WAKES]
+        woken.clear()
+        ns, name = line[1].split("/")
+        after = await f.sync(name, ns)  # it looks: big holds worker-1 against it (headOfLineHold, 120 s)
+        assert worker_of(f, name, ns) is None
+        assert after is not None and 100 < after <= 120  # held from room it has: a timer to the hold's lapse
+        assert woken == []  # a Job behind that was not placed wakes no one
+        await f.sync("big", "team-c")
+        assert woken == line[1:1 + BEHIND_WAKES]  # each look of a first that cannot use the room: bounded
