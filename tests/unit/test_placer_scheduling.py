@@ -8,6 +8,7 @@ that clock (``stamps``) so the Jobs' creation order is theirs, not a sleep's."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 
 from kruntime.resources import JOBS, PRIORITY_CLASSES, Obj
 from mirror.naming import ANNOTATION_CLUSTER
-from mirror.placer import BEHIND_WAKES
+from mirror.placer import BEHIND_WAKES, WAITING_RECHECK
 from testkit import fakecluster
 from testkit.fakefleet import FakeFleet, fake_fleet, job
 
@@ -289,4 +290,8 @@ async def test_no_waiting_job_has_a_timer_the_placer_wakes_the_first_and_those_b
         assert after is not None and 100 < after <= 120  # held from room it has: a timer to the hold's lapse
         assert woken == []  # a Job behind that was not placed wakes no one
         await f.sync("big", "team-c")
-        assert woken == line[1:1 + BEHIND_WAKES]  # each look of a first that cannot use the room: bounded
+        assert woken == []  # at most once per worker every WAITING_RECHECK seconds
+        places = f.reconciler.places
+        places.clock = lambda: time.monotonic() + WAITING_RECHECK
+        await f.sync("big", "team-c")
+        assert woken == line[1:1 + BEHIND_WAKES]  # then again
