@@ -339,18 +339,23 @@ class InspectApi:
             return _error(503, f"could not review the caller: {exc}")
         return user
 
-    async def queue(self, req: web.Request) -> web.Response:
-        """The waiting line: a namespace's Jobs to whoever may list Jobs there, every Job to whoever may
-        list them in every namespace; positions count the whole line."""
-        ns = req.match_info.get("namespace")
+    async def _may_list(self, req: web.Request, ns: str | None) -> web.Response | None:
+        """None when the caller may list Jobs in ``ns`` (None: in every namespace), else the refusal."""
         if ns is not None:
             try:
                 check_namespace(ns)
             except InvalidName as exc:
                 return _error(400, str(exc))
         user = await self._reviewed(req, [list_access(ns)])
-        if isinstance(user, web.Response):
-            return user
+        return user if isinstance(user, web.Response) else None
+
+    async def queue(self, req: web.Request) -> web.Response:
+        """The waiting line: a namespace's Jobs to whoever may list Jobs there, every Job to whoever may
+        list them in every namespace; positions count the whole line."""
+        ns = req.match_info.get("namespace")
+        refused = await self._may_list(req, ns)
+        if refused is not None:
+            return refused
         if self.queue_of is None:
             return _error(404, "this controller keeps no waiting line (placement is not RoomAware and no "
                                "tenant has a quota)")
@@ -363,14 +368,9 @@ class InspectApi:
         and why). To whoever may list Jobs in the namespace asked (``/v1/namespaces/NS/workers``) or in
         every namespace (``/v1/workers``, which also shows the workers' connection errors)."""
         ns = req.match_info.get("namespace")
-        if ns is not None:
-            try:
-                check_namespace(ns)
-            except InvalidName as exc:
-                return _error(400, str(exc))
-        user = await self._reviewed(req, [list_access(ns)])
-        if isinstance(user, web.Response):
-            return user
+        refused = await self._may_list(req, ns)
+        if refused is not None:
+            return refused
         described = self.fleet() if self.fleet is not None else []
         return web.json_response({"items": worker_rows(described, datetime.now(UTC), full=ns is None)})
 
