@@ -40,7 +40,7 @@ from mirror.placement import (
 from mirror.room.fit import WorkerFit
 from mirror.room.requests import PODS, PodShape, shape_of_template
 from mirror.room.view import RoomView, service_account_of
-from mirror.scheduling.backfill import Release, estimated_start, expected_length, may_backfill
+from mirror.scheduling.backfill import expected_length, may_backfill, start_on_worker
 from mirror.scheduling.line import Waiting, WaitingLine, heads, holds
 from mirror.scheduling.order import OrderRule, within_tenant
 from mirror.scheduling.quota import Quota, never_within, over_quota, quota_of
@@ -443,23 +443,13 @@ class Placer:
                             self.starts_at(worker, self.waiting[head].demand, now))
 
     def starts_at(self, worker: str, demand: Mapping[str, int], now: float) -> float:
-        """When a Job of ``demand`` could start on ``worker`` at the earliest: free room now, plus what
-        running Jobs of known length give back when they end; all else (other pods, Jobs of unknown
-        length, placed before this process) counted as ending now — the safe side for backfill."""
+        """When a Job of ``demand`` could start on ``worker`` at the earliest (backfill.start_on_worker)."""
         room = self.rooms.get(worker)
         if room is None or not demand:
             return now
         totals = room.totals()
-        free = {r: totals["allocatable"].get(r, 0) - totals["requested"].get(r, 0) for r in demand}
-        known: dict[str, int] = {}
-        releases: list[Release] = []
-        for r in self.running.on(worker):
-            if r.ends_at is not None:
-                releases.append(Release(r.ends_at, r.demand))
-                for res, v in r.demand.items():
-                    known[res] = known.get(res, 0) + v
-        unknown = {res: max(0, totals["requested"].get(res, 0) - known.get(res, 0)) for res in demand}
-        return estimated_start(now, free, [*releases, Release(None, unknown)], demand)
+        return start_on_worker(now, totals["allocatable"], totals["requested"],
+                               ((r.ends_at, r.demand) for r in self.running.on(worker)), demand)
 
     # -- placing and waiting ------------------------------------------------------------------
 

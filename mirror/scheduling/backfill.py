@@ -81,3 +81,21 @@ def estimated_start(now: float, free: Mapping[str, int], releases: Iterable[Rele
 def may_backfill(now: float, length: float | None, margin: float, head_starts: float) -> bool:
     """Whether a Job of known ``length`` placed now ends ``margin`` before the head's estimated start."""
     return length is not None and now + length + margin <= head_starts
+
+
+def start_on_worker(now: float, allocatable: Mapping[str, int], requested: Mapping[str, int],
+                    ending: Iterable[tuple[float | None, Mapping[str, int]]], demand: Mapping[str, int]) -> float:
+    """When a Job of ``demand`` could start on a worker at the earliest: its free room now, plus what
+    its running Jobs of known length (``ending``: their end, or None, and what they hold) give back
+    when they end; all else it has requested (other pods, Jobs of unknown length, Jobs placed before
+    this process) counted as ending now: the earliest start, so backfill is the rarer — the safe side."""
+    free = {r: allocatable.get(r, 0) - requested.get(r, 0) for r in demand}
+    known: dict[str, int] = {}
+    releases: list[Release] = []
+    for ends_at, holds in ending:
+        if ends_at is not None:
+            releases.append(Release(ends_at, holds))
+            for res, v in holds.items():
+                known[res] = known.get(res, 0) + v
+    unknown = {res: max(0, requested.get(res, 0) - known.get(res, 0)) for res in demand}
+    return estimated_start(now, free, [*releases, Release(None, unknown)], demand)
