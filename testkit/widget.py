@@ -15,7 +15,7 @@ from typing import Any
 
 from kruntime.resources import Obj, Resource
 from mirror.identity import stamp
-from mirror.kinds import MirroredKind, PodDemand
+from mirror.kinds import CopyPods, MirroredKind, PodDemand
 
 WIDGETS = Resource("example.dev", "v1", "widgets", "Widget")
 
@@ -24,7 +24,7 @@ class WidgetKind:
     """A Widget runs until ``status.phase`` is Done; ``spec.size`` follows the manager."""
 
     resource = WIDGETS
-    pods = None  # a Widget's pods are not followed
+    pods: CopyPods | None = None  # a Widget's pods are not followed
 
     @property
     def name(self) -> str:
