@@ -20,6 +20,7 @@ import copy
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -164,6 +165,7 @@ class JobSetController:
         self._wait_ready(health_port, timeout)
         shipped = list(yaml.safe_load_all((src / "config" / "components" / "webhook" / "manifests.yaml").read_text()))
         regs = webhook_registrations(shipped, port=webhook_port, ca_pem=ca)
+        self._wait_served([h["clientConfig"]["url"] for r in regs for h in r.get("webhooks") or []], timeout)
         self.registered = [(r["kind"], r["metadata"]["name"]) for r in regs]
         _apply(self.cluster, "-f", "-", text="\n---\n".join(yaml.safe_dump(r) for r in regs))
 
@@ -182,6 +184,30 @@ class JobSetController:
                 raise JobSetBedError(f"jobset on {self.cluster.name} not ready after {timeout:.0f}s:\n"
                                      f"{self.log_tail()}")
             time.sleep(0.3)
+
+    def _wait_served(self, urls: list[str], timeout: float) -> None:
+        """Until each webhook path answers with other than 404: JobSet registers its webhook handlers
+        after its manager (and readyz) started, and an API server calling a path not yet registered
+        refuses the object ("the server could not find the requested resource"), as a CI run saw."""
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # our own server on 127.0.0.1: only its paths matter
+        deadline = time.monotonic() + timeout
+        for url in urls:
+            while True:
+                req = urllib.request.Request(url, data=b"{}", method="POST",
+                                             headers={"Content-Type": "application/json"})
+                try:
+                    with urllib.request.urlopen(req, timeout=2, context=ctx):
+                        break
+                except urllib.error.HTTPError as exc:
+                    if exc.code != 404:
+                        break
+                except (urllib.error.URLError, OSError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise JobSetBedError(f"jobset on {self.cluster.name}: webhook {url} not served after "
+                                         f"{timeout:.0f}s:\n{self.log_tail()}")
+                time.sleep(0.2)
 
     def stop(self, timeout: float = 20) -> None:
         """Unregister its webhooks (the cluster may live on), then SIGTERM (SIGKILL late) our process."""
