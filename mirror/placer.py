@@ -483,9 +483,6 @@ class Placer:
             room.release(uid)
         self._ended(uid)
 
-    def is_first(self, uid: str) -> bool:
-        return self.waiting.is_first(uid, self.clock())
-
     def in_line(self, uid: str) -> bool:
         """Whether the Job waits in a line the placer wakes from: for room, or for its tenant's quota."""
         return uid in self.waiting or any(uid in w for w in self._over_quota.values())
