@@ -6,12 +6,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import aiohttp
 import pytest
 
-from kruntime.resources import Obj
 from mirror.inspect import api, plugin
 from mirror.placer import QueueEntry
+from testkit.inspect_api import Reviews, get_once
 
 LINE = [
     QueueEntry("Job", "team-a/big", "a", 1000, 0.25, 40.0, "no worker has room for its pod now", 12.0),
@@ -46,24 +45,6 @@ def test_the_table_says_what_waits_and_what_is_hidden() -> None:
     assert plugin.format_queue([], waiting=3) == "no Job of yours waits (3 waiting in all)"
 
 
-class Reviews:
-    """A manager that authenticates every token as ``alice`` and allows what ``allowed`` lists."""
-
-    def __init__(self, allowed: set[tuple[str, str | None]]) -> None:
-        self.allowed = allowed
-        self.asked: list[Obj] = []
-
-    async def create(self, resource: Any, namespace: str | None, body: Obj) -> Obj:
-        if body["kind"] == "TokenReview":
-            return {"status": {"authenticated": True, "user": {"username": "alice"}}}
-        attrs = body["spec"]["resourceAttributes"]
-        self.asked.append(attrs)
-        return {"status": {"allowed": (attrs["verb"], attrs.get("namespace")) in self.allowed}}
-
-    async def close(self) -> None:
-        """The inspect API closes the clients it was given when it stops."""
-
-
 @pytest.mark.parametrize(("path", "allowed", "status", "names"), [
     ("/v1/namespaces/team-a/queue", {("list", "team-a")}, 200, ["big", "train"]),
     ("/v1/namespaces/team-a/queue?tenant=a", {("list", "team-a")}, 200, ["big", "train"]),
@@ -74,16 +55,8 @@ class Reviews:
 ])
 async def test_the_inspect_api_shows_the_line_to_who_may_list_jobs_there(
         path: str, allowed: set[tuple[str, str | None]], status: int, names: list[str]) -> None:
-    server = api.InspectApi("127.0.0.1:0", Reviews(allowed), {}, "jobmirror.dev/controller",  # type: ignore[arg-type]
-                            queue=lambda: list(LINE))
-    port = await server.start()
-    try:
-        async with aiohttp.ClientSession() as http, \
-                http.get(f"http://127.0.0.1:{port}{path}", headers={api.TOKEN_HEADER: "t"}) as resp:
-            assert resp.status == status, await resp.text()
-            body = await resp.json()
-    finally:
-        await server.stop()
+    got, body = await get_once(path, allowed, queue=lambda: list(LINE))
+    assert got == status, body
     if status == 200:
         assert [r["name"] for r in body["items"]] == names and body["waiting"] == 3
     else:

@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from kruntime.client import ApiError
@@ -19,7 +18,7 @@ from mirror.config import Worker
 from mirror.inspect import api, plugin
 from mirror.jobs.kind import JOB_KIND
 from mirror.workers import WorkerCluster
-from tests.unit.test_queue_view import Reviews
+from testkit.inspect_api import Reviews, get_once
 
 NOW = datetime(2026, 11, 26, 23, 30, 0, tzinfo=UTC)
 STALL = ("3 copies on worker w-silent have had no pod for longer than podsCreatedTimeout (120s) and its Job "
@@ -119,16 +118,8 @@ def test_the_worker_keeps_since_when_it_is_stalled_and_clears() -> None:
 ])
 async def test_the_inspect_api_lists_the_workers_to_who_may_list_jobs(
         path: str, allowed: set[tuple[str, str | None]], status: int, withheld: bool) -> None:
-    server = api.InspectApi("127.0.0.1:0", Reviews(allowed), {}, "jobmirror.dev/controller",  # type: ignore[arg-type]
-                            fleet=lambda: list(FLEET))
-    port = await server.start()
-    try:
-        async with aiohttp.ClientSession() as http, \
-                http.get(f"http://127.0.0.1:{port}{path}", headers={api.TOKEN_HEADER: "t"}) as resp:
-            assert resp.status == status, await resp.text()
-            body = await resp.json()
-    finally:
-        await server.stop()
+    got, body = await get_once(path, allowed, fleet=lambda: list(FLEET))
+    assert got == status, body
     if status != 200:
         assert "error" in body
         return
