@@ -642,17 +642,27 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
             # A copy a user disowned by hand (our labels stripped) is no longer ours to delete, by
             # design: waiting for it would only wait out the deadline (the checker does not count
             # it as an orphan either).
-            ours = {u for u, c in rec.copies.items() if c.disowned_at is None}
+            # Clean only counts once it has held for ORPHAN_QUIET seconds: a worker's JobSet controller
+            # that just reconnected may still create a child Job of a copy already deleted (its cache
+            # is behind), and a watch that just relisted may still be delivering; either appears after
+            # one clean instant (CI run of bac1f6e: a child Job recorded in the second after it).
+            clean_since: float | None = None
             while True:
+                ours = {u for u, c in rec.copies.items() if c.disowned_at is None}
                 copies_left = any(rec.copies[u].gone is None for u in ours)
                 # A JobSet copy's child Jobs, like pods, are the worker's garbage collector's to delete.
                 pods_left = any(p.gone is None and p.copy_uid in ours for p in rec.pods.values()) or any(
                     ch.gone is None and ch.copy_uid in ours for ch in rec.children.values())
                 at = time.time()
-                if not (copies_left and at < copy_deadline) and not (pods_left and at < pod_deadline):
-                    break
+                if not (copies_left or pods_left):
+                    clean_since = clean_since or at
+                    if at - clean_since >= ORPHAN_QUIET:
+                        break
+                else:
+                    clean_since = None
+                    if not (copies_left and at < copy_deadline) and not (pods_left and at < pod_deadline):
+                        break
                 await asyncio.sleep(0.25)
-            await asyncio.sleep(1.0)
             await run.scrape()
     finally:
         for t in (scrape_task, supervise_task):
@@ -697,6 +707,8 @@ def serializable(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 #: how long a removed copy's pods may wait for the worker's own garbage collector (seconds)
 POD_GC_SLACK = 90.0
+#: how long "nothing left" must hold before the orphan check believes it (seconds)
+ORPHAN_QUIET = 3.0
 
 TABLE_HEADER = ("| scenario | Jobs | lost | duplicates during fault | duplicates after recovery | orphans "
                 "| wrong outcomes | rejected writes | time to recover (s) | all finished (s) |\n"

@@ -134,7 +134,7 @@ echo "[test] pytest: background lane started: kind tier (engine, images, cluster
 ) &
 kind_pid=$!
 echo "[test] pytest: unit, integration, conformance, security, e2e on local control planes"
-.venv/bin/pytest -m "not kind and not chaos and not below_floor and not bench_smoke" --durations=20 || rc=$?
+.venv/bin/pytest -m "not kind and not chaos and not below_floor and not bench_smoke" --durations=60 || rc=$?
 phase "pytest local tiers (rc=$rc)" "$t"
 crc_build=0
 wait "$corners_pid" || crc_build=$?
