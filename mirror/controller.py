@@ -32,6 +32,7 @@ from mirror.manager_lookups import ManagerLookups, namespace_informer, priority_
 from mirror.naming import FIELD_MANAGER, FINALIZER
 from mirror.placement import policy_for
 from mirror.placer import BEHIND_WAKES, WAITING_RECHECK, Placer
+from mirror.progress import Stuck
 from mirror.reconciler import Reconciler
 from mirror.room.view import RoomView
 from mirror.status_lag import newly_decided, status_changed
@@ -164,10 +165,10 @@ class MirrorController:
         if self.placer is not None:
             self.placer.room_freed(worker)
 
-    def _stuck_handler(self, kind: MirroredKind) -> Callable[[Obj, str, str], None]:
-        """A copy's pods stayed unschedulable past the timeout: its reconciler may move it (next pass)."""
-        def on_stuck(obj: Obj, worker: str, why: str) -> None:
-            self.reconcilers[kind.name].copy_stuck(obj["metadata"]["uid"], worker, why)
+    def _stuck_handler(self, kind: MirroredKind) -> Callable[[Obj, str, Stuck], None]:
+        """A copy made no progress past a phase's deadline: its reconciler may move it (next pass)."""
+        def on_stuck(obj: Obj, worker: str, stuck: Stuck) -> None:
+            self.reconcilers[kind.name].copy_stuck(obj["metadata"]["uid"], worker, stuck)
             self.queue.add(QueueKey(kind.name, key_of(obj)))
         return on_stuck
 

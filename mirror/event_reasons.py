@@ -176,6 +176,13 @@ COPY_STUCK = EventReason(
     "kubelet's reason: ErrImagePull, CreateContainerConfigError, FailedMount, ...).",
     "Read the worker's message in the event: fix that worker (quota, image, Secret, its Job controller) or let "
     "the Job move (unpinned, nothing ran). See the Stuck copies section of the concepts page.")
+COPY_NOT_MOVED = EventReason(
+    "CopyNotMoved", WARNING,
+    "A stuck copy (see CopyStuck) stays where it is: the Job was moved `progress.maxMoves` times already, or "
+    "every worker it may use failed it the same way (an image that exists nowhere). Once per cause, naming "
+    "every worker that failed it so and the newest worker's words.",
+    "Fix the cause the message names (push the image, create the Secret, raise the quota) — the copy then "
+    "starts where it is — or delete the Job.")
 
 #: Every reason the mirror controller writes, in the order the reference lists them.
 ALL: tuple[EventReason, ...] = (
@@ -184,8 +191,8 @@ ALL: tuple[EventReason, ...] = (
     WORKER_LOST, NAMESPACE_NOT_ALLOWED, NAMESPACE_WEAKER, NAMESPACE_MISSING, WORKER_REFUSED, WORKER_DROPPED_FIELDS,
     COPY_RECREATED,
     REPLACED, NAME_COLLISION, REMOTE_DELETED, FINALIZER_RELEASED, FINISHED_WITHOUT_COPY, COPY_LEFT_FOR_GC,
-    STATUS_REJECTED, STALE_COPY_OUTCOME_USED, COPY_UNSCHEDULABLE, COPY_STUCK, WORKER_WARNING, WAITING_FOR_QUOTA,
-    EXCEEDS_QUOTA, UNKNOWN_PRIORITY_CLASS,
+    STATUS_REJECTED, STALE_COPY_OUTCOME_USED, COPY_UNSCHEDULABLE, COPY_STUCK, COPY_NOT_MOVED, WORKER_WARNING,
+    WAITING_FOR_QUOTA, EXCEEDS_QUOTA, UNKNOWN_PRIORITY_CLASS,
 )
 
 BY_REASON: dict[str, EventReason] = {e.reason: e for e in ALL}

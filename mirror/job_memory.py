@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from kruntime.bounded import LruDict
 from mirror.decisions import retry_delay
+from mirror.progress import Finding, Stuck
 
 #: the most Jobs any per-uid record of the reconciler holds at once (a backstop, see Reconciler.forget)
 MAX_TRACKED_JOBS = 50_000
@@ -40,8 +41,12 @@ class JobMemory:
     hold_ended_said: bool = False
     #: when it waits only because earlier Jobs hold workers with room: when the first hold lapses (monotonic)
     held_until: float | None = None
-    #: workers whose copy's pods stayed unschedulable past the timeout, with why (worker events)
-    stuck: dict[str, str] = field(default_factory=dict)
+    #: workers whose copy made no progress past a phase's deadline, with the phase and cause (worker events)
+    stuck: dict[str, Stuck] = field(default_factory=dict)
+    #: the findings that moved it for being stuck, oldest first (mirror.progress.decide_move bounds them)
+    stuck_moves: list[Finding] = field(default_factory=list)
+    #: the stuck causes it was told it stays for (CopyNotMoved: once per cause kind)
+    causes_told: set[str] = field(default_factory=set)
 
 
 Memories = LruDict[str, JobMemory]

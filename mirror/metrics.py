@@ -95,8 +95,12 @@ TENANT_SHARE = Gauge("jobmirror_tenant_dominant_share", "A tenant's weighted dom
                      "weight (fair share orders the waiting line by it, smallest first)", ["tenant"])
 TENANT_QUOTA_USED = Gauge("jobmirror_tenant_quota_used_ratio", "What a tenant's running Jobs use of its quota, per "
                           "resource (jobs: the Job count), 1 = at the quota", ["tenant", "resource"])
-REPLACEMENTS = Counter("jobmirror_replacements_total", "Copies deleted from a worker that could not schedule their "
-                       "pods (none had started) and placed again elsewhere", ["worker"])
+REPLACEMENTS = Counter("jobmirror_replacements_total", "Copies stuck on a worker (no progress past a phase's "
+                       "deadline, none of their containers ever started) deleted there and placed again elsewhere",
+                       ["worker"])
+STUCK_NOT_MOVED = Counter("jobmirror_stuck_not_moved_total", "Stuck copies left where they are by the move limits "
+                          "(progress.maxMoves reached, or every worker the Job may use failed it the same way)",
+                          ["worker"])
 WORKER_STALLED = Gauge("jobmirror_worker_stalled", "1 while a worker answers but runs nothing: stalledCopies of our "
                        "copies there have had no pod and no word from its Job controller past podsCreatedTimeout "
                        "(cleared once a copy there shows it at work)", ["worker"])

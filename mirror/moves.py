@@ -21,6 +21,7 @@ from mirror.copy_cleanup import delete_copy
 from mirror.copy_namespaces import WeakerNamespace
 from mirror.decisions import REFUSAL_EXCLUSION, RETRY_CAP, SKEW_EXCLUSION, CollisionAction, LostStep, retry_delay
 from mirror.event_reasons import (
+    COPY_NOT_MOVED,
     NAME_COLLISION,
     NAMESPACE_WEAKER,
     REDISPATCHED,
@@ -36,7 +37,7 @@ from mirror.naming import ANNOTATION_PIN
 from mirror.placement import NoWorker
 from mirror.placing import choose, clear_wait, place_on, say_not_placed
 from mirror.plan import Action, Group, Setback, Why, collision_of
-from mirror.progress import copy_counts_ran, nothing_ran
+from mirror.progress import Finding, Verdict, cause_kind, causes_to_tell, copy_counts_ran, decide_move, nothing_ran
 from mirror.remote_copy import copy_pods
 
 log = logging.getLogger(__name__)
@@ -136,20 +137,38 @@ async def collision(a: Acting, action: Action, g: Group) -> Group | Done:
 
 
 async def stuck(a: Acting, action: Action, g: Group) -> Group | Done:
-    """The copy's pods stayed unschedulable past the timeout: it may move only when nothing can have
-    run (mirror.progress.nothing_ran): no container of any pod of the copy (read live, not from a
-    cache) has ever started, and the copy counts no finished or ready pod — a pod bound to a node
-    whose image cannot be pulled has run nothing. Otherwise it is never moved."""
+    """The copy made no progress past a phase's deadline. It may move only when nothing can have run
+    (mirror.progress.nothing_ran: no container of any pod of the copy, read live, has ever started,
+    and the copy counts no finished or ready pod), and only as far as mirror.progress.decide_move
+    allows: a bounded number of moves with backoff, none to a worker that failed it the same way.
+    Staying, the Job is told once per cause (CopyNotMoved)."""
     assert action.worker is not None and g.stuck is not None
-    worker, remote = a.workers[action.worker], g.copies[action.worker]
+    worker, remote, uid = a.workers[action.worker], g.copies[action.worker], g.job["metadata"]["uid"]
     started = a.kind.pods is None or copy_counts_ran(remote)
     if not started:
         started = not nothing_ran(remote, await copy_pods(a, worker, remote))
+    memory = a.remember_about(uid)
     if started:
-        a.remember_about(g.job["metadata"]["uid"]).stuck.pop(worker.name, None)
+        memory.stuck.pop(worker.name, None)
         log.info("%s: the copy on %s is not moved: a container of it has started", _key(g.job), worker.name)
         return Done(a.cfg.resync_period)
-    return replace(g, setback=Setback(Why.STUCK, worker.name, g.stuck, REPLACED))
+    now = a.clock()
+    found = Finding(worker.name, g.stuck.phase, g.stuck.cause, now)
+    decision = decide_move(memory.stuck_moves, found, a.places.may_use(g.job), now, a.cfg.progress.move_limits)
+    if decision.verdict is Verdict.LATER:
+        assert decision.at is not None
+        log.info("%s: the copy stuck on %s moves later: %s", _key(g.job), worker.name, decision.why)
+        return Done(max(0.5, decision.at - now))  # still remembered stuck: decided again then
+    if decision.verdict is Verdict.STAY:
+        memory.stuck.pop(worker.name, None)  # asked again if it is found stuck in a further phase
+        this = cause_kind(found.phase, found.cause)  # the earlier causes were told with their moves (Replaced)
+        same = [m for m in memory.stuck_moves if cause_kind(m.phase, m.cause) == this]
+        for kind, message in causes_to_tell([*same, found], memory.causes_told):
+            memory.causes_told.add(kind)
+            a.say(g.job, COPY_NOT_MOVED, f"{message}; {decision.why}")
+        metrics.STUCK_NOT_MOVED.labels(worker.name).inc()
+        return Done(a.cfg.resync_period)
+    return replace(g, setback=Setback(Why.STUCK, worker.name, g.stuck.message, REPLACED, avoid=decision.avoid))
 
 
 # -- what the plan decides after a setback ---------------------------------------------------
@@ -172,8 +191,10 @@ async def delete_left(a: Acting, action: Action, g: Group) -> Group | Done:
         return Done(retry_delay(a.recalled(job["metadata"]["uid"]).refusals.get("delete", 0),
                                 base=min(a.cfg.resync_period, 5.0)))
     memory = a.remember_about(job["metadata"]["uid"])
-    memory.stuck.pop(worker.name, None)
-    memory.refused[worker.name] = a.clock() + REFUSAL_EXCLUSION  # avoided for this Job a while
+    left = memory.stuck.pop(worker.name, None)
+    if left is not None:  # the move counts from here: the copy is gone (decide_move bounds the count)
+        memory.stuck_moves.append(Finding(worker.name, left.phase, left.cause, a.clock()))
+    memory.refused[worker.name] = a.clock() + a.cfg.progress.avoid_for  # avoided for this Job a while
     return replace(g, left_deleted=True)
 
 

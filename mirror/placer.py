@@ -254,12 +254,8 @@ class Placer:
         uid, now = job["metadata"]["uid"], self.clock()
         self._kind_of[uid] = kind.name
         pin = annotations_of(job).get(ANNOTATION_PIN)
-        views = self.views(exclude)
-        selector = annotations_of(job).get(ANNOTATION_WORKER_SELECTOR)
-        if self._access:  # before the pin, the selector and room: a Job never holds a worker it may not use
-            views = self.within_access(job, views, pin, selector)
-        elif selector and not pin:  # a pin wins
-            views = select_by_labels(views, selector)
+        # before the pin's own check and room: a Job never holds a worker it may not use
+        views = self._usable(job, self.views(exclude), pin)
         tenant, demand = self.tenant(job), self.demand(kind, job)
         priority = self.priority(kind, job)[0] if self.fair else 0
         self._check_quota(uid, job, tenant, demand, priority)
@@ -303,6 +299,24 @@ class Placer:
             why += "; backfilled: it ends before the Job first in line there could start"
         return Choice(chosen, why + (f"; room on {chosen}: {fits[chosen].why}" if chosen in fits else ""), pod, want,
                       tenant, demand)
+
+    def _usable(self, job: Obj, views: list[WorkerView], pin: str | None) -> list[WorkerView]:
+        """The views within the Job's namespace access and its worker-selector (a pin wins over a selector)."""
+        selector = annotations_of(job).get(ANNOTATION_WORKER_SELECTOR)
+        if self._access:
+            return self.within_access(job, views, pin, selector)
+        if selector and not pin:
+            return select_by_labels(views, selector)
+        return views
+
+    def may_use(self, job: Obj) -> set[str]:
+        """The healthy workers ``job`` may run on at all (access, selector; room not asked): the ones a
+        stuck Job's move may still try (mirror.progress.decide_move)."""
+        try:
+            views = self._usable(job, self.views(), annotations_of(job).get(ANNOTATION_PIN))
+        except NoWorker:
+            return set()
+        return {v.name for v in views if v.healthy}
 
     def _check_quota(self, uid: str, job: Obj, tenant: str, demand: Mapping[str, int], priority: int) -> None:
         """Raise WaitingForQuota (or OverQuotaForever) when placing the Job would take its tenant past its

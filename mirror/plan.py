@@ -72,6 +72,7 @@ from mirror.identity import labels_of_copy
 from mirror.kinds import MirroredKind
 from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_PIN, FINALIZER
 from mirror.placement import NoWorker
+from mirror.progress import Stuck
 from mirror.status_lag import interim_hold
 
 if TYPE_CHECKING:  # the plan reads a Choice, it never makes one (only the MOVE act asks the Placer)
@@ -118,7 +119,7 @@ class Why(StrEnum):
     REFUSED = "refused"  # the worker refused the copy's create (quota, admission, weaker namespace)
     DROPPED_FIELDS = "dropped-fields"  # the worker dropped fields of the copy it created (version skew)
     COLLISION = "collision"  # an object of the copy's name there is not our copy
-    STUCK = "stuck"  # the copy's pods stayed unschedulable and nothing of it ran
+    STUCK = "stuck"  # the copy made no progress past a phase's deadline and nothing of it ran
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,8 @@ class Setback:
     reason: EventReason | None = None
     #: REFUSED, DROPPED_FIELDS: seconds until the create is tried again when the Job stays
     delay: float = 0.0
+    #: STUCK: workers the move avoids besides the one left (left lately, or failed it the same way)
+    avoid: frozenset[str] = frozenset()
 
 
 class IfAbsent(StrEnum):
@@ -204,8 +207,8 @@ class Group:
     found: Found | None = None
     #: the status was written once this pass (never twice: the server may normalise it)
     wrote_status: bool = False
-    #: why the copy on the placed worker is stuck (its pods unschedulable past the timeout), if it is
-    stuck: str | None = None
+    #: why the copy on the placed worker is stuck (no progress past a phase's deadline), if it is
+    stuck: Stuck | None = None
     #: the off-placement copies this pass already dealt with
     handled: frozenset[str] = field(default_factory=frozenset)
     #: seconds since the copy's oldest unmirrored status change appeared (None: not dated)
@@ -368,7 +371,7 @@ def _move(g: Group, setback: Setback) -> Action:
     if g.no_alternative is not None:
         return Action(Do.STAY, worker=left)
     if g.chosen is None:
-        return Action(Do.MOVE, worker=left, exclude=(left,), why=setback.why)
+        return Action(Do.MOVE, worker=left, exclude=(left, *sorted(setback.avoid - {left})), why=setback.why)
     if setback.why is Why.STUCK and not g.left_deleted:
         return Action(Do.DELETE_LEFT, worker=left)
     return Action(Do.RECORD_MOVE, worker=left, why=setback.why)

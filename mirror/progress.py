@@ -77,9 +77,35 @@ class ProgressConfig(BaseModel):
         "FailedCreate (its Job controller says nothing), is marked stalled: placement avoids it, "
         "jobmirror_worker_stalled is 1, alert JobmirrorWorkerStalled. Cleared when one of its copies "
         "shows its Job controller at work again."))
+    max_moves: int = Field(default=3, ge=0, description=(
+        "Moves of one Job in all for being stuck (any phase); then it stays where it is, with a CopyNotMoved "
+        "Warning. 0: stuck copies are reported, never moved."))
+    move_backoff: float = Field(default=60.0, gt=0, description=(
+        "Seconds between a Job's first move for being stuck and its second; doubled for each further move, "
+        "up to moveBackoffMax. The first move is not delayed."))
+    move_backoff_max: float = Field(default=900.0, gt=0, description="The longest wait between two moves (seconds).")
+    avoid_for: float = Field(default=300.0, gt=0, description=(
+        "Seconds a worker a Job was moved off stays avoided for that Job. A worker that failed it the same way "
+        "as the one it leaves (an image that exists nowhere reads ErrImagePull everywhere) is avoided for the "
+        "move too; when every worker it may use failed it so, it stays with one CopyNotMoved Warning per "
+        "cause instead of being moved around."))
     max_looks_per_round: int = Field(default=20, ge=1, description=(
         "Copies past a deadline whose pods one check round reads from one worker (the rest wait for the "
         "next round): bounds the calls a fleet of stuck copies costs."))
+
+
+    @property
+    def move_limits(self) -> MoveLimits:
+        return MoveLimits(self.max_moves, self.move_backoff, self.move_backoff_max, self.avoid_for)
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """A copy worker events found stuck: the phase, the cause in the worker's words, and the event's text."""
+
+    phase: Phase
+    cause: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -298,21 +324,18 @@ def controller_acted(copy: Obj, counted: set[str], since: datetime) -> bool:
 #
 # Pure: what the reconciler decides when worker events tell it a copy is stuck. It keeps, per Job,
 # the findings that made it move (a :class:`Finding` each, in order) and asks :func:`decide_move`
-# about the new one; :func:`causes_to_tell` says which Warnings are new (one per cause, not one per
-# worker or per move). Not wired yet: the reconciler is being reshaped (see the issue's notes).
+# about the new one (mirror.moves.stuck); :func:`causes_to_tell` says which Warnings are new (one per
+# cause, not one per worker or per move).
 
 
 @dataclass(frozen=True)
 class MoveLimits:
-    """How far a stuck Job is moved. Defaults a user would pick: a few moves, minutes apart."""
+    """How far a stuck Job is moved (from :class:`ProgressConfig`, whose fields say what each means)."""
 
-    #: moves of one Job in all, for being stuck; then it stays where it is (with the Warning)
-    max_moves: int = 3
-    #: seconds before the second move; doubled for each further one, up to ``backoff_max``
-    backoff: float = 60.0
-    backoff_max: float = 900.0
-    #: seconds a worker the Job was moved off stays avoided for it
-    avoid_for: float = 300.0
+    max_moves: int
+    backoff: float
+    backoff_max: float
+    avoid_for: float
 
 
 @dataclass(frozen=True)

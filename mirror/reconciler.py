@@ -41,6 +41,7 @@ from mirror.manager_writes import ManagerWrites, StatusRejected
 from mirror.placement import WorkerChooser
 from mirror.placer import Placer
 from mirror.plan import MAX_ACTIONS, Action, Do, Group, next_action
+from mirror.progress import Phase, Stuck
 from mirror.room.view import RoomView
 from mirror.status_lag import StatusLag
 from mirror.worker_calls import WorkerCalls
@@ -179,14 +180,16 @@ class Reconciler:
 
     # -- from the controller --------------------------------------------------------------
 
-    def copy_stuck(self, uid: str, worker: str, why: str) -> None:
-        """Worker events say the copy's pods on ``worker`` stayed unschedulable past the timeout.
+    def copy_stuck(self, uid: str, worker: str, stuck: Stuck) -> None:
+        """Worker events say the copy on ``worker`` made no progress past a phase's deadline.
 
-        Kept only with room views (placement RoomAware): without them no worker is known to have
-        room, so the CopyUnschedulable event is all there is to do.
+        Pods that never got a node are kept only with room views (placement RoomAware): without
+        them no worker is known to have room, so the CopyUnschedulable event is all there is to
+        do. Every other cause (no pod, FailedCreate, a container that cannot start) is the
+        worker's, whatever the policy: the Job may leave it.
         """
-        if self.rooms:
-            self._remember_about(uid).stuck[worker] = why
+        if self.rooms or stuck.phase is not Phase.PODS_CREATED:
+            self._remember_about(uid).stuck[worker] = stuck
 
     async def release_if_unclaimed(self, job: Obj) -> None:
         """Release our finalizer from ``job`` if we no longer claim it and it is ours to release."""

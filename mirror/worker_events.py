@@ -47,6 +47,7 @@ from mirror.kinds import CopyPods, MirroredKind
 from mirror.progress import (
     Phase,
     ProgressConfig,
+    Stuck,
     controller_acted,
     no_controller,
     progress,
@@ -125,6 +126,13 @@ def unschedulable_message(worker: str, pod: Obj, since: datetime, timeout: float
             f"{since.strftime('%Y-%m-%dT%H:%M:%SZ')}, longer than unschedulableTimeout ({timeout:.0f}s): {msg}")
 
 
+def unbound_cause(pod: Obj) -> str:
+    """The cause of an unschedulable pod as progress names it (the scheduler's words)."""
+    msg = next((c.get("message", "") for c in (pod.get("status") or {}).get("conditions") or []
+                if c.get("type") == "PodScheduled"), "")
+    return f"pod {pod['metadata']['name']} not bound: {msg or 'no node was chosen for it'}"
+
+
 def _involved_uid(ev: Obj) -> tuple[str, ...]:
     uid = (ev.get("involvedObject") or ev.get("regarding") or {}).get("uid")
     return (str(uid),) if uid else ()
@@ -146,7 +154,7 @@ class WorkerEvents:
     def __init__(self, worker: WorkerCluster, kind: MirroredKind, manager: ObjectCache,
                  events: ObjectEvents, *, unschedulable_timeout: float,
                  clock: Callable[[], datetime] = utcnow,
-                 on_stuck: Callable[[Obj, str, str], None] | None = None,
+                 on_stuck: Callable[[Obj, str, Stuck], None] | None = None,
                  progress: ProgressConfig | None = None) -> None:
         if kind.pods is None:
             raise ValueError(f"kind {kind.name} does not say how its copies' pods are named: no worker events")
@@ -289,7 +297,7 @@ class WorkerEvents:
             message = unschedulable_message(self.worker.name, pod, since, self.unschedulable_timeout)
             self.events.event(job, COPY_UNSCHEDULABLE.type, COPY_UNSCHEDULABLE.reason, message)
             if self.on_stuck is not None:
-                self.on_stuck(job, self.worker.name, message)
+                self.on_stuck(job, self.worker.name, Stuck(Phase.PODS_CREATED, unbound_cause(pod), message))
 
     # -- progress (issue 36) ------------------------------------------------------------------
 
@@ -348,7 +356,7 @@ class WorkerEvents:
             message = stuck_message(self.worker.name, copy, p)
             self.events.event(job, COPY_STUCK.type, COPY_STUCK.reason, message)
             if self.on_stuck is not None:
-                self.on_stuck(job, self.worker.name, message)
+                self.on_stuck(job, self.worker.name, Stuck(p.phase, p.stuck, message))
         self._judge_stall(now, cfg)
 
     def _judge_stall(self, now: datetime, cfg: ProgressConfig) -> None:

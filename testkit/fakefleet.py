@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,10 +109,11 @@ class FakeFleet:
 @contextlib.asynccontextmanager
 async def fake_fleet(workers: tuple[str, ...] = ("worker-1", "worker-2"), *, nodes: dict[str, list[Obj]] | None = None,
                      labels: dict[str, dict[str, str]] | None = None, kind: MirroredKind = JOB_KIND,
-                     **settings: Any) -> AsyncIterator[FakeFleet]:
+                     clock: Callable[[], float] = time.monotonic, **settings: Any) -> AsyncIterator[FakeFleet]:
     """A manager and ``workers`` on fake servers, probed, admitted and synced; closed on exit.
 
-    ``kind``: what the fleet mirrors (the Job kind unless a test names another).
+    ``kind``: what the fleet mirrors (the Job kind unless a test names another); ``clock``: the
+    reconciler's monotonic clock (backoffs, exclusions), for tables that step time.
 
     ``nodes``: per worker, Node objects to seed, with a room view per worker watching its fake
     Nodes and Pods (placement RoomAware, the default); without them no room is known.
@@ -137,7 +139,8 @@ async def fake_fleet(workers: tuple[str, ...] = ("worker-1", "worker-2"), *, nod
     jobs = Informer(client, kind.resource)
     recorder = EventRecorder(client, "jobmirror")
     reconciler = Reconciler(cfg, kind, client, jobs, clusters, ObjectEvents(recorder, kind.resource),
-                            policy_for(cfg.placement.value), manager_cluster=MANAGER_IDENTITY, rooms=rooms)
+                            policy_for(cfg.placement.value), manager_cluster=MANAGER_IDENTITY, rooms=rooms,
+                            clock=clock)
     fleet = FakeFleet(cfg, manager, servers, reconciler, clusters, jobs, recorder, kind)
     informers = [jobs, *(i for c in clusters.values() for i in c.informers()),
                  *(i for r in rooms.values() for i in r.informers())]

@@ -4,8 +4,9 @@ fit catches before placing (a ServiceAccount the worker's namespace lacks, a Pri
 The worker is kube-controller-manager without its Job controller (``KCM_NO_JOBS``): a copy
 there exists and nothing ever creates a pod or writes a status. The worker events' progress
 check must name that cause on the manager Job (``CopyStuck``) and, with enough such copies,
-mark the worker stalled until a copy there shows a Job controller at work. The move itself is
-the reconciler's (pinned Jobs here: they only get the Warning).
+mark the worker stalled until a copy there shows a Job controller at work. Pinned Jobs only get
+the Warning; unpinned ones move (nothing of them ran) and complete on the other worker, as do
+Jobs whose worker's ResourceQuota forbids their pods (FailedCreate).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import pytest
 
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
-from kruntime.resources import JOBS, PRIORITY_CLASSES
+from kruntime.resources import JOBS, PRIORITY_CLASSES, Resource
 from mirror import metrics
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN
 from mirror.progress import ProgressConfig
 from mirror.room.view import SERVICE_ACCOUNTS
+from testkit.waiting import ensure_namespace
 from tests.conftest import KCM_NO_JOBS, WORKER_1, WORKER_2, wait_for
 from tests.integration.inspect_env import direct, plugin, user
 from tests.integration.mirror_env import make_job, mirror_env
@@ -30,6 +32,7 @@ from tests.integration.mirror_env import make_job, mirror_env
 pytestmark = pytest.mark.integration
 
 SILENT = KCM_NO_JOBS.name
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 
 
 async def test_a_worker_without_a_job_controller_is_told_and_stalled(
@@ -111,6 +114,67 @@ async def test_a_worker_without_a_job_controller_is_told_and_stalled(
         assert code == 200 and {r["name"]: r["health"] for r in body["items"]}[SILENT] == "healthy", body
         rc, out, err = await plugin("status", "--kubeconfig", str(kubeconfig), f"--inspect-url=https://{address}")
         assert rc == 0 and "STALLED" not in out, (out, err)
+
+
+async def test_unpinned_jobs_leave_a_worker_without_a_job_controller_and_complete(
+    client_for: Callable[[ClusterSpec], Awaitable[ClusterClient]],
+    cluster: Callable[[ClusterSpec], LocalCluster],
+    ns: str,
+) -> None:
+    """Item 2 on real servers: copies sent to the worker whose Job controller runs nothing are moved
+    (nothing of them ran) and complete on the other worker; each moved Job says why in Replaced."""
+    progress = ProgressConfig.model_validate({"podsCreatedTimeout": 3, "stalledCopies": 100})
+    async with mirror_env(client_for, cluster, ns, workers=(WORKER_1, KCM_NO_JOBS), placement="LeastLoaded",
+                          progress=progress) as env:
+        ctrl = await env.start()
+
+        async def both_healthy() -> bool:
+            return all(w in ctrl.workers and ctrl.workers[w].healthy for w in (WORKER_1.name, SILENT))
+
+        await wait_for(both_healthy, timeout=30, what="both workers healthy")
+        names = [f"u{i}" for i in range(4)]
+        for name in names:  # least loaded: they alternate between the two workers
+            await env.create(make_job(name, duration_ms=500))
+        for name in names:
+            done = await env.wait_condition(name, "Complete", timeout=120)
+            assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == WORKER_1.name
+        moved = []
+        for name in names:
+            made = await env.copies_made((await env.get(name) or {})["metadata"]["uid"], timeout=5)
+            if SILENT in made.values():
+                moved.append(name)
+                replaced = [e["message"] for e in await env.events(name) if e["reason"] == "Replaced"]
+                assert len(replaced) == 1, replaced
+                assert replaced[0].startswith(f"moved from worker {SILENT} to {WORKER_1.name}"), replaced
+                assert "no pod and no status from this worker's Job controller" in replaced[0]
+        assert moved, "no Job was placed on the silent worker first: nothing was tested"
+
+
+async def test_jobs_leave_a_worker_whose_quota_forbids_their_pods(
+    client_for: Callable[[ClusterSpec], Awaitable[ClusterClient]],
+    cluster: Callable[[ClusterSpec], LocalCluster],
+    ns: str,
+) -> None:
+    """Item 5: a ResourceQuota allowing no pod in worker-2's namespace. Its Job controller reports
+    FailedCreate; the copies move to worker-1 and complete, the worker's words in Replaced."""
+    w2 = await client_for(WORKER_2)
+    await ensure_namespace(w2, ns)
+    await w2.create(RESOURCE_QUOTAS, ns, {"metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}})
+    progress = ProgressConfig.model_validate({"podsCreatedTimeout": 3})
+    async with mirror_env(client_for, cluster, ns, workers=(WORKER_1, WORKER_2), placement="LeastLoaded",
+                          progress=progress) as env:
+        await env.start()
+        names = [f"q{i}" for i in range(4)]
+        for name in names:
+            await env.create(make_job(name, duration_ms=500))
+        for name in names:
+            done = await env.wait_condition(name, "Complete", timeout=120)
+            assert done["metadata"]["annotations"][ANNOTATION_CLUSTER] == WORKER_1.name
+        replaced = [e["message"] for name in names for e in await env.events(name) if e["reason"] == "Replaced"]
+        assert replaced, "no Job was placed on worker-2 first: nothing was tested"
+        for message in replaced:
+            assert message.startswith(f"moved from worker {WORKER_2.name} to {WORKER_1.name}"), message
+            assert "FailedCreate" in message and "exceeded quota: no-pods" in message, message
 
 
 async def test_a_job_goes_only_where_its_service_account_is(

@@ -23,6 +23,7 @@ KNOWN = {
     "CopyUnschedulable": WARNING, "CopyStuck": WARNING, "WorkerWarning": WARNING,
     "HeadOfLineHoldEnded": NORMAL,  # issue 32: a waiting Job's hold on its workers is bounded
     "NamespaceWeaker": WARNING,  # issue 32: a worker namespace weaker than the manager's gets no copy
+    "CopyNotMoved": WARNING,  # issue 36: a stuck copy the move limits keep where it is
 }
 
 #: Reasons no longer written, and why: none may come back, least of all with another meaning.

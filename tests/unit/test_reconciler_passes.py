@@ -17,6 +17,7 @@ from kruntime.client import ApiError
 from kruntime.resources import JOBS, PODS, Obj
 from mirror.manager_writes import StatusRejected
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER
+from mirror.progress import Phase, Stuck
 from testkit.fakefleet import FakeFleet, fake_fleet, job
 
 T0 = "2026-11-25T00:00:00Z"
@@ -240,7 +241,8 @@ async def test_a_copy_whose_pods_never_scheduled_is_moved(pinned: bool, started:
                 {"name": "c", "state": {"running": {"startedAt": "2026-11-26T00:00:00Z"}}}]}
             await kubelet.replace(PODS, "default", "a-x7k2p", pod, subresource="status")
         uid = f.job("a")["metadata"]["uid"]  # type: ignore[index]
-        f.reconciler.copy_stuck(uid, "worker-1", "its pod a-x7k2p has been unschedulable since …")
+        f.reconciler.copy_stuck(uid, "worker-1", Stuck(Phase.PODS_CREATED, "pod a-x7k2p not bound: 0/1 nodes",
+                                                       "its pod a-x7k2p has been unschedulable since …"))
         await f.sync("a")
         await f.sync("a")
         assert (placed_on(f) == "worker-2") is moved
@@ -255,6 +257,83 @@ async def test_without_room_views_a_stuck_copy_only_gets_the_event() -> None:
     async with fake_fleet() as f:  # LeastLoaded: no worker is known to have room
         await f.create(job("a"))
         await f.sync("a")
-        f.reconciler.copy_stuck(f.job("a")["metadata"]["uid"], "worker-1", "unschedulable")  # type: ignore[index]
+        f.reconciler.copy_stuck(f.job("a")["metadata"]["uid"], "worker-1",  # type: ignore[index]
+                                Stuck(Phase.PODS_CREATED, "pod a-x not bound: 0/1 nodes", "unschedulable"))
         await f.sync("a")
         assert placed_on(f) == "worker-1" and f.copy("worker-1", "a") is not None and "Replaced" not in f.reasons("a")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+NO_CONTROLLER = "no pod and no status from this worker's Job controller"
+IMAGE = "container c of pod a-x: ErrImagePull: pull access denied for img"
+
+
+def stuck(phase: Phase, cause: str) -> Stuck:
+    return Stuck(phase, cause, f"the copy is stuck in phase {phase.label}: {cause}")
+
+
+async def report_stuck(f: FakeFleet, worker: str, s: Stuck) -> None:
+    """What worker events tell the reconciler (any placement policy: the cause is the worker's), then a pass."""
+    f.reconciler.copy_stuck(f.job("a")["metadata"]["uid"], worker, s)  # type: ignore[index]
+    await f.sync("a")
+
+
+async def test_a_copy_stuck_without_a_job_controller_moves_under_any_policy() -> None:
+    """LeastLoaded (no room views): a cause that is the worker's (not room) still moves the Job."""
+    async with fake_fleet() as f:
+        await f.create(job("a"))
+        await f.sync("a")
+        await report_stuck(f, "worker-1", stuck(Phase.CREATED, NO_CONTROLLER))
+        assert placed_on(f) == "worker-2" and f.copy("worker-1", "a") is None and f.copy("worker-2", "a") is not None
+        message = next(m for r, m in f.events("a") if r == "Replaced")
+        assert message.startswith("moved from worker worker-1 to worker-2: the copy is stuck in phase created")
+
+
+async def test_a_job_every_worker_fails_the_same_way_stays_with_one_warning() -> None:
+    """An image that exists nowhere: moved once, then it stays on the second worker, told once per cause."""
+    async with fake_fleet() as f:
+        await f.create(job("a"))
+        await f.sync("a")
+        await report_stuck(f, "worker-1", stuck(Phase.PODS_BOUND, IMAGE))
+        assert placed_on(f) == "worker-2"
+        await report_stuck(f, "worker-2", stuck(Phase.PODS_BOUND, IMAGE.replace("a-x", "a-y")))
+        assert placed_on(f) == "worker-2" and f.copy("worker-2", "a") is not None
+        told = [m for r, m in f.events("a") if r == "CopyNotMoved"]
+        assert told == ["stuck in phase pods bound on workers worker-1, worker-2: container c of pod a-y: "
+                        "ErrImagePull: pull access denied for img; every worker it may use fails the same way "
+                        "(pods bound: ErrImagePull): it stays on worker-2"]
+        await report_stuck(f, "worker-2", stuck(Phase.PODS_BOUND, IMAGE))  # found again: not told again
+        assert [r for r, _ in f.events("a")].count("CopyNotMoved") == 1 and placed_on(f) == "worker-2"
+
+
+async def test_moves_back_off_and_are_bounded() -> None:
+    """Three workers, a different cause on each: the second move waits moveBackoff, then maxMoves holds it."""
+    clock = Clock()
+    async with fake_fleet(("worker-1", "worker-2", "worker-3"), clock=clock,
+                          progress={"maxMoves": 2, "moveBackoff": 60, "avoidFor": 1000}) as f:
+        await f.create(job("a", annotations={}))
+        await f.sync("a")
+        first = placed_on(f)
+        await report_stuck(f, first, stuck(Phase.CREATED, NO_CONTROLLER))
+        second = placed_on(f)
+        assert second != first
+        f.reconciler.copy_stuck(f.job("a")["metadata"]["uid"], second,  # type: ignore[index]
+                                stuck(Phase.PODS_BOUND, IMAGE))
+        assert await f.sync("a") == pytest.approx(60)  # the backoff since the first move
+        assert placed_on(f) == second
+        clock.t += 61
+        await f.sync("a")
+        third = placed_on(f)
+        assert third not in (first, second) and f.copy(second, "a") is None
+        await report_stuck(f, third, stuck(Phase.CREATED, "FailedCreate: pods are forbidden: exceeded quota"))
+        assert placed_on(f) == third and f.copy(third, "a") is not None
+        told = [m for r, m in f.events("a") if r == "CopyNotMoved"]
+        assert told == [f"stuck in phase created on worker {third}: FailedCreate: pods are forbidden: exceeded "
+                        "quota; moved 2 times already (at most 2): it stays on " + third]

@@ -18,7 +18,7 @@ from kruntime.resources import EVENTS, JOBS, PODS, Obj
 from mirror import metrics
 from mirror.jobs.kind import JOB_KIND
 from mirror.naming import ANNOTATION_PIN
-from mirror.progress import ProgressConfig
+from mirror.progress import Phase, ProgressConfig, Stuck
 from mirror.worker_events import WorkerEvents
 from testkit.fakefleet import FakeFleet, fake_fleet, job
 
@@ -40,7 +40,12 @@ class Bed:
     def __init__(self, fleet: FakeFleet, we: WorkerEvents, clock: Clock) -> None:
         self.fleet, self.we, self.clock = fleet, we, clock
         self.told: list[tuple[str, str, str]] = []
-        we.on_stuck = lambda obj, worker, why: self.told.append((obj["metadata"]["name"], worker, why))
+        self.stuck: list[Stuck] = []
+        we.on_stuck = self._on_stuck
+
+    def _on_stuck(self, obj: Obj, worker: str, stuck: Stuck) -> None:
+        self.told.append((obj["metadata"]["name"], worker, stuck.message))
+        self.stuck.append(stuck)
 
     async def place(self, name: str) -> Obj:
         await self.fleet.create(job(name, annotations={ANNOTATION_PIN: W}))
@@ -83,6 +88,9 @@ async def test_a_copy_without_pod_or_status_is_told_once(fb: Bed) -> None:
     await fb.check()
     assert fb.told == [("a", W, f"the copy default/a on worker {W} is stuck in phase created past podsCreatedTimeout "
                                  "(120s): no pod and no status from this worker's Job controller")]
+    # what the reconciler decides a move with: the phase and the worker's words apart from the message
+    assert (fb.stuck[0].phase, fb.stuck[0].cause) == (Phase.CREATED, "no pod and no status from this worker's Job "
+                                                                     "controller")
     assert "CopyStuck" in fb.fleet.reasons("a")
     await fb.check()
     assert len(fb.told) == 1  # once per phase
