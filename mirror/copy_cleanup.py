@@ -31,10 +31,12 @@ log = logging.getLogger(__name__)
 
 
 async def delete_copy(a: Acting, job: Obj, worker: WorkerCluster, remote: Obj, reason: str,
-                      propagation: str = "Background") -> bool:
+                      propagation: str = "Background", *, unchanged: bool = False) -> bool:
     """Delete one of our copies (background propagation by default: its pods go too). True when gone.
 
-    Foreground: True only once the worker has deleted the pods and then the copy.
+    Foreground: True only once the worker has deleted the pods and then the copy. ``unchanged``:
+    only while the copy is as ``remote`` shows it (resourceVersion precondition) — a stuck copy
+    whose worker's Job controller just wrote to it may have started a pod; False then, looked at again.
     """
     if not worker.healthy:
         return False
@@ -43,12 +45,13 @@ async def delete_copy(a: Acting, job: Obj, worker: WorkerCluster, remote: Obj, r
         return False  # being deleted, dependents first: wait for it to vanish from the cache
     try:
         answer = await a.calls.call(worker, worker.client.delete(
-            a.resource, md["namespace"], md["name"], propagation=propagation, uid=md.get("uid")))
+            a.resource, md["namespace"], md["name"], propagation=propagation, uid=md.get("uid"),
+            resource_version=md.get("resourceVersion") if unchanged else None))
     except ApiError as exc:
         if exc.not_found:
             return True
-        if exc.conflict:  # uid precondition: a different Job now has that name; not ours
-            return True
+        if exc.conflict:  # a different Job now has that name (not ours: gone), or the copy changed
+            return not unchanged
         if not is_refusal(exc.status):
             raise
         metrics.WORKER_REFUSALS.labels(worker.name, "delete").inc()

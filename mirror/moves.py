@@ -187,7 +187,7 @@ async def delete_left(a: Acting, action: Action, g: Group) -> Group | Done:
     not start beside the new one. Not gone: tried again with backoff, the Job stays."""
     assert action.worker is not None
     job, worker = g.job, a.workers[action.worker]
-    if not await delete_copy(a, job, worker, g.copies[worker.name], "moved: stuck before it ran"):
+    if not await delete_copy(a, job, worker, g.copies[worker.name], "moved: stuck before it ran", unchanged=True):
         return Done(retry_delay(a.recalled(job["metadata"]["uid"]).refusals.get("delete", 0),
                                 base=min(a.cfg.resync_period, 5.0)))
     memory = a.remember_about(job["metadata"]["uid"])
