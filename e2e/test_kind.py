@@ -32,6 +32,7 @@ from e2e.harness import (
     conditions,
     job_manifest,
     kubeconfig_cluster,
+    remote_copies,
     request_token,
     write_token_kubeconfig,
 )
@@ -51,7 +52,7 @@ from kindbed.clusters import E2E_CONFIG_OVERRIDES
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import EVENTS, JOBS, NAMESPACES, NODES, Obj, Resource
 from testkit.copies import CopyRecorder
-from testkit.waiting import wait_for
+from testkit.waiting import ensure_namespace, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
@@ -437,6 +438,100 @@ async def test_kind_a_tenant_quota_holds_its_second_job_until_the_first_ends(con
     first = await wait_condition(env, ns, ran_first, "Complete", timeout=120)
     second = await wait_condition(env, ns, waited, "Complete", timeout=120)
     assert second["status"]["startTime"] >= first["status"]["completionTime"], (first["status"], second["status"])
+    await cleanup(env, ns)
+
+
+CONTAINER_START_TIMEOUT = E2E_CONFIG_OVERRIDES["progress"]["containerStartTimeout"]
+
+
+def _kind_cluster_of(env: E2EEnv, worker: str) -> str:
+    return str(env.kind.manager_cluster if worker == env.manager_worker else env.kind.worker_clusters[worker])
+
+
+async def _said(env: E2EEnv, ns: str, name: str, reason: str, *words: str, timeout: float) -> str:
+    """The message of the manager Job's first event ``reason`` that contains every one of ``words``."""
+    async def probe() -> str | None:
+        return next((str(e["message"]) for e in await _events_of(env, ns, name)
+                     if e.get("reason") == reason and all(w in str(e.get("message")) for w in words)), None)
+
+    try:
+        return str(await wait_for(probe, timeout=timeout, interval=1, what=f"a {reason} event on {ns}/{name} "
+                                  f"saying {words}"))
+    except AssertionError as exc:
+        seen = [(e.get("reason"), e.get("message")) for e in await _events_of(env, ns, name)]
+        raise AssertionError(f"{exc}\nevents of {ns}/{name}: {seen}") from None
+
+
+async def _moves_off_and_completes(env: E2EEnv, ns: str, name: str, uid: str, left: str, cause: str,
+                                   others: set[str], t0: float) -> tuple[str, str]:
+    """CopyStuck on the manager Job naming ``cause`` on ``left``, then Replaced moving it to one of
+    ``others``, Complete there, and no copy left on ``left``; returns the two messages."""
+    stuck = await _said(env, ns, name, "CopyStuck", f"on worker {left} is stuck in phase pods bound", cause,
+                        timeout=CONTAINER_START_TIMEOUT + 60)
+    t_stuck = time.monotonic() - t0
+    moved = await _said(env, ns, name, "Replaced", f"moved from worker {left} to ", timeout=30)
+    to = moved.split(f"moved from worker {left} to ", 1)[1].split(":", 1)[0]
+    assert to in others, (to, others, moved)
+    job = await wait_condition(env, ns, name, "Complete", timeout=90)
+    assert job["metadata"]["annotations"][ANNOTATION_CLUSTER] == to, job["metadata"]["annotations"]
+    assert job["status"].get("succeeded") == 1 and not job["status"].get("failed"), job["status"]
+    left_copies = [c["metadata"]["name"] for w, c in await remote_copies(env, ns, uid) if w == left]
+    assert not left_copies, f"the copy on {left} is still there: {left_copies}"
+    print(f"CopyStuck: {stuck}\nReplaced: {moved}")
+    env.notes.append(f"{name}: CopyStuck {t_stuck:.0f}s after the Job was created (containerStartTimeout "
+                     f"{CONTAINER_START_TIMEOUT}s), Complete on {to} after {time.monotonic() - t0:.0f}s")
+    return stuck, moved
+
+
+async def test_kind_a_copy_whose_image_only_another_worker_has_moves_there(controller: E2EEnv) -> None:
+    """an image present in the other worker's kind node only (imagePullPolicy Never): on the worker the Job
+    first lands on, the real kubelet says ErrImageNeverPull → CopyStuck past containerStartTimeout, Replaced
+    "moved from worker B to A", Complete on A, no copy left on B"""
+    env = controller
+    ns = await namespace(env, "image")
+    # A fresh name each run: no kind node has it until it is loaded below (none is ever pulled).
+    image = f"jobmirror.local/only-on-one-worker:{ns.rsplit('-', 1)[-1]}"
+    await asyncio.to_thread(docker, "tag", env.pod_image, image)
+    try:
+        body = job_manifest("elsewhere", image=image, seconds=1)
+        body["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = "Never"
+        t0 = time.monotonic()
+        created = await env.manager.create(JOBS, ns, body)
+        uid = created["metadata"]["uid"]
+        # Unpinned, the Job lands where placement sends it (B); the image goes to every other worker's
+        # node (A) meanwhile — loading takes seconds, the move comes after containerStartTimeout.
+        _, left, _ = await placed(env, ns, "elsewhere", uid)
+        others = set(env.workers) - {left}
+        for w in sorted(others):
+            await asyncio.to_thread(kind, env, "load", "docker-image", image, "--name", _kind_cluster_of(env, w))
+        await _moves_off_and_completes(env, ns, "elsewhere", uid, left, "ErrImageNeverPull", others, t0)
+    finally:
+        await asyncio.to_thread(docker, "rmi", image, check=False)  # the tag only: the image stays as pod_image
+    await cleanup(env, ns)
+
+
+async def test_kind_a_copy_whose_secret_only_another_worker_has_moves_there(controller: E2EEnv) -> None:
+    """a Secret volume that exists in the other worker's namespace only: on the worker the Job first lands on,
+    the real kubelet's FailedMount keeps the pod ContainerCreating → CopyStuck past containerStartTimeout,
+    Replaced "moved from worker B to A", the container reads the Secret on A and the Job is Complete there"""
+    env = controller
+    ns = await namespace(env, "secret")
+    body = job_manifest("needs-secret", image=env.pod_image, seconds=1)
+    pod = body["spec"]["template"]["spec"]
+    pod["volumes"] = [{"name": "creds", "secret": {"secretName": "only-on-one-worker"}}]
+    main = pod["containers"][0]
+    main["volumeMounts"] = [{"name": "creds", "mountPath": "/creds", "readOnly": True}]
+    main["command"] = ["sh", "-c", "test \"$(cat /creds/token)\" = here && sleep 1"]
+    t0 = time.monotonic()
+    created = await env.manager.create(JOBS, ns, body)
+    uid = created["metadata"]["uid"]
+    _, left, _ = await placed(env, ns, "needs-secret", uid)
+    others = set(env.workers) - {left}
+    for w in sorted(others):
+        await ensure_namespace(env.workers[w], ns)
+        await env.workers[w].create(SECRETS, ns, {"metadata": {"name": "only-on-one-worker"},
+                                                  "stringData": {"token": "here"}})
+    await _moves_off_and_completes(env, ns, "needs-secret", uid, left, "FailedMount", others, t0)
     await cleanup(env, ns)
 
 

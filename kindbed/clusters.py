@@ -61,10 +61,15 @@ LEASE = "jobmirror-controller"
 
 #: Shorter periods than production so the e2e faults (a stopped worker) resolve in seconds.
 #: the kind tier's controller config over deploy/'s: short periods, and one tenant with a quota of one
-#: running Job (e2e namespaces e2e-quota-*: test_kind_a_tenant_quota_holds_its_second_job)
+#: running Job (e2e namespaces e2e-quota-*: test_kind_a_tenant_quota_holds_its_second_job), and a
+#: short containerStartTimeout (e2e/test_kind.py test_kind_a_copy_whose_*: a copy whose kubelet names a failure —
+#: ErrImageNeverPull, FailedMount — moves after 20 s, not 300 s). Only a named failure counts as
+#: stuck (an image pulling, ContainerCreating without a failure event, is progress), so the other
+#: kind tests' copies are not judged by it; podsCreatedTimeout keeps its default (120 s).
 E2E_CONFIG_OVERRIDES: dict[str, Any] = {
     "resyncPeriod": 10, "gcInterval": 15, "healthProbeInterval": 2, "workerLostTimeout": 30,
-    "scheduling": {"tenants": [{"name": "e2e-quota", "namespaces": ["e2e-quota-*"], "quota": {"jobs": 1}}]}}
+    "scheduling": {"tenants": [{"name": "e2e-quota", "namespaces": ["e2e-quota-*"], "quota": {"jobs": 1}}]},
+    "progress": {"containerStartTimeout": 20}}
 
 # Kubernetes >= 1.35's kubelet refuses cgroup v1 unless told otherwise; harmless on cgroup v2.
 _KIND_CONFIG = """kind: Cluster
