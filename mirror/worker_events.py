@@ -22,7 +22,8 @@ event cache, indexed by the involved object's uid). A stuck copy gets one ``Copy
 event per phase and is told to ``on_stuck``; a copy seen with a started container is never
 read again. Enough copies with no pod and no word from the worker's controller mark the
 worker *stalled* (:meth:`mirror.workers.WorkerCluster.set_stalled`) until a copy there shows
-that controller at work again.
+that controller at work again: a counted copy or a newer one with a status, or any copy's status
+changing meanwhile (only that controller writes it).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from jobapi.times import parse_time, utcnow
 from kruntime.bounded import LruDict
 from kruntime.client import ApiError
 from kruntime.events import ObjectEvents
-from kruntime.informer import Informer, ObjectCache
+from kruntime.informer import EventType, Informer, ObjectCache
 from kruntime.resources import EVENTS, PODS, Obj, key_of
 from mirror import metrics
 from mirror.event_reasons import COPY_STUCK, COPY_UNSCHEDULABLE, WORKER_WARNING
@@ -184,6 +185,9 @@ class WorkerEvents:
         #: the stall: when it began and the copies counted in it
         self._stalled_since: datetime | None = None
         self._stall_counted: set[str] = set()
+        #: a copy's status changed while the worker counted stalled (see :meth:`_on_copy`)
+        self._status_written = False
+        self.copies.add_handler(self._on_copy)
         #: pod uid -> the uid of the copy owning it ("" = not one of ours)
         self._pod_owner: LruDict[str, str] = LruDict(MAX_TRACKED_PODS)
         #: manager uid -> a pod of its copy that failed scheduling (checked against the timeout)
@@ -240,6 +244,15 @@ class WorkerEvents:
         return job
 
     # -- handlers ---------------------------------------------------------------------------------
+
+    def _on_copy(self, etype: EventType, old: Obj | None, new: Obj) -> None:
+        """Only the worker's own controller writes a copy's status (we never do): a change seen while the
+        worker counts stalled shows that controller at work again. A copy that stayed through the stall (its
+        pods had started) and now finishes says so even when the copies counted in the stall were moved off
+        and, the worker being avoided, none is placed there any more (chaos job-controller-stopped)."""
+        if (self._stalled_since is not None and etype == "MODIFIED" and old is not None
+                and (old.get("status") or {}) != (new.get("status") or {})):
+            self._status_written = True
 
     async def _on_event(self, etype: str, old: Obj | None, ev: Obj) -> None:
         if etype == "DELETED":
@@ -366,11 +379,12 @@ class WorkerEvents:
         for uid in [u for u in self._silent if u not in present]:
             self._silent.pop(uid, None)
         if self._stalled_since is not None:
-            if not any(controller_acted(c, self._stall_counted, self._stalled_since) for c in copies):
+            if not self._status_written and not any(
+                    controller_acted(c, self._stall_counted, self._stalled_since) for c in copies):
                 return
             log.info("worker %s: its %s controller is at work again: no longer stalled", self.worker.name,
                      self.kind.name)
-            self._stalled_since, self._stall_counted = None, set()
+            self._stalled_since, self._stall_counted, self._status_written = None, set(), False
             self._silent.clear()
             self.worker.set_stalled(self.kind.name, None)
             return
@@ -378,6 +392,7 @@ class WorkerEvents:
         if reason is not None:
             log.warning("worker %s is STALLED: %s", self.worker.name, reason)
             self._stalled_since, self._stall_counted = now, set(self._silent)
+            self._status_written = False
             self.worker.set_stalled(self.kind.name, reason, now)
 
     async def check_loop(self) -> None:

@@ -2,7 +2,9 @@
 
 Each test fails when the invariant checker finds a lost Job, a duplicate running copy after
 recovery, an orphan, a wrong outcome or a rejected status write, or when the Jobs did not all
-finish. Scenarios share the session's bed (each has its own namespace and origin). The seed is
+finish. ``job-controller-stopped`` must also see no duplicate during its fault, and must have moved
+a stuck copy off worker-1 (``bench.chaos.NO_DUPLICATES_EVEN_DURING_FAULT``, ``MOVES_OFF``). Scenarios
+share the session's bed (each has its own namespace and origin). The seed is
 printed; ``JOBMIRROR_CHAOS_SEED`` repeats a run, ``JOBMIRROR_CHAOS_JOBS`` changes the size.
 
 ``jobset-mix`` (worker-stopped with a fifth of the workload JobSets) runs at
@@ -58,6 +60,14 @@ async def test_scenario_keeps_the_invariants(scenario: str, cluster: Callable[[C
         assert sum(v.jobset_outcomes.values()) == k and "unfinished" not in v.jobset_outcomes, (
             f"JobSet outcomes {v.jobset_outcomes} ({where})")
     assert v.ok, f"invariants broken ({where}): {v.explain()}\nevents: {r['events']}"
+    if scenario in chaos.NO_DUPLICATES_EVEN_DURING_FAULT:
+        assert not v.duplicates_during_fault, (
+            f"a Job ran twice during the fault ({where}): {v.duplicates_during_fault[:5]}\nevents: {r['events']}")
+    if (worker := chaos.MOVES_OFF.get(scenario)) is not None:
+        assert r["movesOff"].get(worker), (
+            f"no stuck copy was moved off {worker}: the scenario exercised no move ({where}): "
+            f"jobmirror_replacements_total {r['movesOff']}\nevents: {r['events']}")
+    assert not r["scenarioChecks"], f"{r['scenarioChecks']} ({where})"
     # Only a replica that lost its Lease may end on its own (by design; its Deployment restarts it).
     unexpected = [e for e in r["controllerExits"] if scenario != "leader-kill" or "lost leadership" not in e]
     assert not unexpected, f"controller processes ended on their own ({where}): {unexpected}"

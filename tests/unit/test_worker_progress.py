@@ -169,6 +169,32 @@ async def test_a_worker_whose_copies_get_no_pod_is_stalled_until_its_controller_
     assert metrics.WORKER_STALLED.labels(W)._value.get() == 0
 
 
+async def test_a_stall_ends_when_a_copy_that_stayed_changes_status_though_the_counted_ones_moved(fb: Bed) -> None:
+    """Chaos job-controller-stopped: the silent copies were moved off (deleted), no copy is placed on the
+    avoided worker; its Job controller returning shows only in a copy that stayed (its pods had started)."""
+    cluster, kcm = fb.fleet.clusters[W], fb.fleet.workers[W].client("kcm")
+    await fb.place("stayed")
+    await kcm.patch(JOBS, "default", "stayed", {"status": {"startTime": "2026-01-01T00:00:00Z", "active": 1,
+                                                            "ready": 1}}, subresource="status")
+    for name in ("m1", "m2", "m3"):
+        await fb.place(name)
+    await fb.fleet.settle()
+    fb.clock.advance(121)
+    await fb.check()
+    assert cluster.stalled is not None
+    for name in ("m1", "m2", "m3"):  # moved off: deleted from the stalled worker
+        await kcm.delete(JOBS, "default", name)
+    await fb.fleet.settle()
+    await fb.check()
+    assert cluster.stalled is not None  # nothing has written a status yet
+    await kcm.patch(JOBS, "default", "stayed", {"status": {"active": 0, "ready": 0, "succeeded": 1}},
+                    subresource="status")
+    await fb.fleet.settle()
+    await fb.check()
+    assert cluster.stalled is None
+    assert metrics.WORKER_STALLED.labels(W)._value.get() == 0
+
+
 async def test_pods_are_read_for_a_bounded_number_of_copies_per_round(fb: Bed) -> None:
     fb.we.progress = ProgressConfig.model_validate({"maxLooksPerRound": 2})
     for name in ("b1", "b2", "b3"):
