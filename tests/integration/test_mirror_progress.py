@@ -21,6 +21,7 @@ from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
 from kruntime.resources import JOBS, PRIORITY_CLASSES, Resource
 from mirror import metrics
+from mirror.controller import MirrorController
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN
 from mirror.progress import ProgressConfig
 from mirror.room.view import SERVICE_ACCOUNTS
@@ -116,6 +117,15 @@ async def test_a_worker_without_a_job_controller_is_told_and_stalled(
         assert rc == 0 and "STALLED" not in out, (out, err)
 
 
+async def both_healthy(ctrl: MirrorController, *workers: str) -> None:
+    """Before the Jobs: a worker whose caches have not synced yet takes none (least loaded then sends
+    them all to the other, and the test would test nothing)."""
+    async def healthy() -> bool:
+        return all(w in ctrl.workers and ctrl.workers[w].healthy for w in workers)
+
+    await wait_for(healthy, timeout=30, what=f"{', '.join(workers)} healthy")
+
+
 async def test_unpinned_jobs_leave_a_worker_without_a_job_controller_and_complete(
     client_for: Callable[[ClusterSpec], Awaitable[ClusterClient]],
     cluster: Callable[[ClusterSpec], LocalCluster],
@@ -126,12 +136,7 @@ async def test_unpinned_jobs_leave_a_worker_without_a_job_controller_and_complet
     progress = ProgressConfig.model_validate({"podsCreatedTimeout": 3, "stalledCopies": 100})
     async with mirror_env(client_for, cluster, ns, workers=(WORKER_1, KCM_NO_JOBS), placement="LeastLoaded",
                           progress=progress) as env:
-        ctrl = await env.start()
-
-        async def both_healthy() -> bool:
-            return all(w in ctrl.workers and ctrl.workers[w].healthy for w in (WORKER_1.name, SILENT))
-
-        await wait_for(both_healthy, timeout=30, what="both workers healthy")
+        await both_healthy(await env.start(), WORKER_1.name, SILENT)
         names = [f"u{i}" for i in range(4)]
         for name in names:  # least loaded: they alternate between the two workers
             await env.create(make_job(name, duration_ms=500))
@@ -163,7 +168,7 @@ async def test_jobs_leave_a_worker_whose_quota_forbids_their_pods(
     progress = ProgressConfig.model_validate({"podsCreatedTimeout": 3})
     async with mirror_env(client_for, cluster, ns, workers=(WORKER_1, WORKER_2), placement="LeastLoaded",
                           progress=progress) as env:
-        await env.start()
+        await both_healthy(await env.start(), WORKER_1.name, WORKER_2.name)
         names = [f"q{i}" for i in range(4)]
         for name in names:
             await env.create(make_job(name, duration_ms=500))
