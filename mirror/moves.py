@@ -235,8 +235,10 @@ async def stay(a: Acting, action: Action, g: Group) -> Group | Done:
         # Still placed on the lost worker, it leaves the line at its next pass: a timer of its own.
         return Done(a.cfg.resync_period)
     if s.why is Why.STUCK:
-        log.info("%s: the copy stuck on %s stays: %s", _key(job), s.worker, g.no_alternative)
-        a.remember_about(job["metadata"]["uid"]).stuck.pop(s.worker, None)  # asked again at the next timeout
+        # Still remembered stuck: the next pass asks for another worker again (worker events tell a phase
+        # once, so a stuck copy forgotten here would wait for good once room appears elsewhere).
+        log.info("%s: the copy stuck on %s stays for now, asked again in %.0fs: %s", _key(job), s.worker,
+                 a.cfg.resync_period, g.no_alternative)
         return Done(a.cfg.resync_period)
     if s.why is Why.COLLISION:
         return Done(_collision_reported(a, job, s, g.no_alternative))

@@ -310,10 +310,12 @@ class Placer:
         return views
 
     def may_use(self, job: Obj) -> set[str]:
-        """The healthy workers ``job`` may run on at all (access, selector; room not asked): the ones a
-        stuck Job's move may still try (mirror.progress.decide_move)."""
+        """The workers ``job`` may run on at all (access, selector; health and room not asked): the ones a
+        stuck Job's move may still try (mirror.progress.decide_move). Health aside: a worker down now is
+        not one that failed the Job, and it may come back."""
+        every = [replace(v, healthy=True) for v in self.views()]
         try:
-            views = self._usable(job, self.views(), annotations_of(job).get(ANNOTATION_PIN))
+            views = self._usable(job, every, annotations_of(job).get(ANNOTATION_PIN))
         except NoWorker:
             return set()
         return {v.name for v in views if v.healthy}

@@ -406,7 +406,7 @@ def decide_move(moves: Sequence[Finding], found: Finding, candidates: Collection
     """Whether the Job whose copy is ``found`` stuck moves now, later or not at all.
 
     ``moves``: the findings that moved it before, oldest first; ``candidates``: the workers it may
-    use at all (healthy, its access, selector), ``found.worker`` among them or not. Never a loop of
+    use at all (its access, selector; health aside), ``found.worker`` among them or not. Never a loop of
     copies between workers: at most ``max_moves`` moves, each later than the one before by a
     doubling backoff, and none once every candidate has failed it the same way (an image that exists
     nowhere) — then it stays, and waits with one Warning per cause. The caller checks that nothing

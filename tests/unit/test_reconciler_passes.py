@@ -337,3 +337,22 @@ async def test_moves_back_off_and_are_bounded() -> None:
         told = [m for r, m in f.events("a") if r == "CopyNotMoved"]
         assert told == [f"stuck in phase created on worker {third}: FailedCreate: pods are forbidden: exceeded "
                         "quota; moved 2 times already (at most 2): it stays on " + third]
+
+
+async def test_a_stuck_copy_with_no_other_worker_up_moves_once_one_is() -> None:
+    """The only other worker is down when the copy is found stuck: the Job stays (no CopyNotMoved: a worker
+    down is not one that failed it) and is asked again each resync; once the worker is back it moves."""
+    async with fake_fleet() as f:
+        await f.create(job("a"))
+        await f.sync("a")
+        first = placed_on(f)
+        other = "worker-2" if first == "worker-1" else "worker-1"
+        f.clusters[other].mark_suspect("connection refused")
+        f.reconciler.copy_stuck(f.job("a")["metadata"]["uid"], first,  # type: ignore[index]
+                                stuck(Phase.CREATED, NO_CONTROLLER))
+        assert await f.sync("a") == f.cfg.resync_period
+        assert placed_on(f) == first and "CopyNotMoved" not in f.reasons("a") and "Replaced" not in f.reasons("a")
+        await f.clusters[other].probe_once()  # back
+        await f.sync("a")
+        assert placed_on(f) == other and f.copy(first, "a") is None and f.copy(other, "a") is not None
+        assert f.reasons("a").count("Replaced") == 1
