@@ -93,7 +93,6 @@ class ProgressConfig(BaseModel):
         "Copies past a deadline whose pods one check round reads from one worker (the rest wait for the "
         "next round): bounds the calls a fleet of stuck copies costs."))
 
-
     @property
     def move_limits(self) -> MoveLimits:
         return MoveLimits(self.max_moves, self.move_backoff, self.move_backoff_max, self.avoid_for)
@@ -220,6 +219,13 @@ def _waiting_cause(pods: Sequence[Obj], events: Sequence[Obj]) -> str | None:
     return None
 
 
+def unbound_cause(pod: Obj) -> str:
+    """Why ``pod`` has no node, in the scheduler's words (its PodScheduled condition)."""
+    c = _condition(pod, "PodScheduled") or {}
+    why = str(c.get("message") or "").strip() or "no node was chosen for it (is a scheduler running?)"
+    return f"pod {pod['metadata'].get('name')} not bound: {why}"
+
+
 def _age(since: datetime | None, now: datetime) -> float:
     return (now - since).total_seconds() if since is not None else 0.0
 
@@ -256,10 +262,8 @@ def progress(copy: Obj, pods: Sequence[Obj], events: Sequence[Obj], now: datetim
         since = min((t for p in live if (t := _created(p)) is not None), default=None)
         if _age(since, now) < unschedulable_timeout:
             return Progress(Phase.PODS_CREATED, since)
-        c = _condition(live[0], "PodScheduled") or {}
-        why = str(c.get("message") or "").strip() or "no node was chosen for it (is a scheduler running?)"
-        return Progress(Phase.PODS_CREATED, since, f"pod {live[0]['metadata'].get('name')} not bound: {why}",
-                        "unschedulableTimeout", unschedulable_timeout)
+        return Progress(Phase.PODS_CREATED, since, unbound_cause(live[0]), "unschedulableTimeout",
+                        unschedulable_timeout)
     since = min((t for p in bound if (t := _bound_at(p)) is not None), default=None)
     if _age(since, now) < cfg.container_start_timeout:
         return Progress(Phase.PODS_BOUND, since)

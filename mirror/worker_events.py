@@ -54,6 +54,7 @@ from mirror.progress import (
     progress,
     stalled_reason,
     stuck_message,
+    unbound_cause,
     worth_a_look,
 )
 from mirror.workers import WorkerCluster
@@ -125,13 +126,6 @@ def unschedulable_message(worker: str, pod: Obj, since: datetime, timeout: float
     # No changing duration in the text: a repeat would fold into the same event's count.
     return (f"the copy's pod {md['namespace']}/{md['name']} on worker {worker} has been unschedulable since "
             f"{since.strftime('%Y-%m-%dT%H:%M:%SZ')}, longer than unschedulableTimeout ({timeout:.0f}s): {msg}")
-
-
-def unbound_cause(pod: Obj) -> str:
-    """The cause of an unschedulable pod as progress names it (the scheduler's words)."""
-    msg = next((c.get("message", "") for c in (pod.get("status") or {}).get("conditions") or []
-                if c.get("type") == "PodScheduled"), "")
-    return f"pod {pod['metadata']['name']} not bound: {msg or 'no node was chosen for it'}"
 
 
 def _involved_uid(ev: Obj) -> tuple[str, ...]:
