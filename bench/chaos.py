@@ -268,24 +268,22 @@ class Run:
                 out[worker] = out.get(worker, 0) + int(n)
         return {w: n for w, n in sorted(out.items()) if n}
 
-    async def gauge(self, name: str, labels: dict[str, str]) -> float | None:
-        """``name{labels}`` as the first live controller reports it (None: none answered)."""
+    async def gauges(self, name: str, labels: dict[str, str]) -> list[float]:
+        """``name{labels}`` as each live controller that answered reports it, in start order."""
+        out = []
         for c in self.controllers:
             if c.proc is not None and c.proc.alive():
                 m = await c.proc.metrics()
                 if m is not None:
-                    return promtext.total(m, name, labels)
-        return None
+                    out.append(promtext.total(m, name, labels))
+        return out
 
     async def wait_worker_up(self, worker: str, timeout: float = 90) -> None:
         """Until a live controller reports ``jobmirror_worker_up{worker} == 1``."""
         deadline = time.time() + timeout
         while time.time() < deadline:
-            for c in self.controllers:
-                if c.proc is not None and c.proc.alive():
-                    m = await c.proc.metrics()
-                    if m is not None and promtext.total(m, "jobmirror_worker_up", {"worker": worker}) == 1:
-                        return
+            if 1 in await self.gauges("jobmirror_worker_up", {"worker": worker}):
+                return
             await asyncio.sleep(0.25)
         raise RuntimeError(f"no controller reported {worker} up within {timeout:.0f}s of its return")
 
@@ -400,7 +398,7 @@ async def job_controller_stopped(run: Run) -> None:
         try:
             end = time.time() + hold
             while (left := end - time.time()) > 0:
-                if not marked and await run.gauge("jobmirror_worker_stalled", stalled) == 1:
+                if not marked and (await run.gauges("jobmirror_worker_stalled", stalled))[:1] == [1]:
                     marked = True
                     run.note(f"the controller marks {worker} stalled")
                 await asyncio.sleep(min(0.5, left))
@@ -416,7 +414,7 @@ async def job_controller_stopped(run: Run) -> None:
         # worker has room): not required then.
         deadline = time.time() + 30
         while marked and time.time() < deadline:
-            if await run.gauge("jobmirror_worker_stalled", stalled) == 0:
+            if (await run.gauges("jobmirror_worker_stalled", stalled))[:1] == [0]:
                 run.note(f"the controller no longer counts {worker} stalled")
                 break
             await asyncio.sleep(0.5)
@@ -767,13 +765,11 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
             # A copy a user disowned by hand (our labels stripped) is no longer ours to delete, by
             # design: waiting for it would only wait out the deadline (the checker does not count
             # it as an orphan either).
-            # Clean only counts once it has held for ORPHAN_QUIET seconds: a worker's JobSet controller
-            # that just reconnected may still create a child Job of a copy already deleted (its cache
-            # is behind), and a watch that just relisted may still be delivering; either appears after
-            # one clean instant (CI run of bac1f6e: a child Job recorded in the second after it).
-            # With JobSets longer: a returned worker's JobSet controller, its cache behind, made child Jobs
-            # (and their Job controller pods) of copies already deleted 2-8 s after a clean instant at load
-            # 30 (CI run of e1288b1); the worker's garbage collector deletes them later, within the slack.
+            # Clean only counts once it has held for ORPHAN_QUIET seconds (JOBSET_ORPHAN_QUIET with JobSets):
+            # a watch that just relisted may still be delivering, and a returned worker's JobSet controller,
+            # its cache behind, made child Jobs (and their pods) of copies already deleted 1-8 s after a clean
+            # instant (CI runs of bac1f6e and e1288b1, the latter at load 30); the worker's garbage collector
+            # deletes them later, within the slack.
             quiet = JOBSET_ORPHAN_QUIET if share else ORPHAN_QUIET
             clean_since: float | None = None
             seen: tuple[int, ...] = ()
@@ -784,7 +780,7 @@ async def run_scenario(name: str, n: int, seed: int, cluster: Callable[[ClusterS
                 pods_left = any(p.gone is None and p.copy_uid in ours for p in rec.pods.values()) or any(
                     ch.gone is None and ch.copy_uid in ours for ch in rec.children.values())
                 at = time.time()
-                # anything recorded (or gone) meanwhile restarts the quiet period
+                # anything newly recorded restarts the quiet period
                 now_seen = (len(rec.copies), len(rec.children), len(rec.pods))
                 if now_seen != seen:
                     seen, clean_since = now_seen, None
