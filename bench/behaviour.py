@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import copy
 import json
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -28,7 +27,7 @@ from bench.machine import git_info, load, machine_info, now_iso
 from bench.multikueue import queued_job
 from bench.workload import job_manifest
 from clusterbed import versions
-from clusterbed.cluster import ClusterBed, ClusterSpec
+from clusterbed.cluster import ClusterBed, ClusterSpec, scratch_dir
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import JOBS, Obj
@@ -171,7 +170,7 @@ async def run_catalogue(system: str, cases: list[Case], kube_version: str, out: 
     """Bring up manager + one worker of ``kube_version``, run ``cases`` through ``system``, record."""
     key = {"jobmirror": "jobmirror", "multikueue": "multikueue"}[system]
     contender = compare.CONTENDERS[key]
-    bed = ClusterBed(Path(tempfile.mkdtemp(prefix=f"jobmirror-behaviour-{system}-")))
+    bed = ClusterBed(scratch_dir(f"jobmirror-behaviour-{system}-"))
     worker = "worker-1"
     res: dict[str, Any] = {"system": system, "workerKubernetes": kube_version, "cases": {}}
     running: compare.Running | None = None

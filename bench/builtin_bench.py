@@ -24,7 +24,7 @@ from bench import env, kubetime, procstat, promtext, stats
 from bench.machine import load
 from bench.mirror_bench import render_profile
 from bench.workload import Submission, job_manifest, submit
-from clusterbed.cluster import ClusterBed, ClusterSpec
+from clusterbed.cluster import ClusterBed, ClusterSpec, scratch_dir
 from kruntime.client import ApiError
 from kruntime.informer import Informer
 from kruntime.resources import EVENTS, JOBS, Obj
@@ -131,7 +131,7 @@ async def run_one(wl: Workload, kind: str, opts: BuiltinOptions, run_id: str) ->
                  f"kube-controller-manager=kube-api-burst={opts.burst}",
                  f"kube-controller-manager=concurrent-job-syncs={opts.syncs}")
     spec = ClusterSpec(f"{kind}-jobs", job_controller=(kind == "kcm"), nodes=opts.nodes, extra_args=extra)
-    bed = ClusterBed(Path(tempfile.mkdtemp(prefix="jobmirror-bench-")))
+    bed = ClusterBed(scratch_dir("jobmirror-bench-"))
     ctrl: env.ControllerProcess | None = None
     tasks: list[asyncio.Task[None]] = []
     client = None

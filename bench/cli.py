@@ -221,12 +221,11 @@ async def _builtin(args: argparse.Namespace) -> tuple[Path, Path]:
 async def _chaos(args: argparse.Namespace) -> int:
     """Every scenario (or the chosen ones) on one fresh bed; exit 1 when an invariant broke."""
     import random
-    import tempfile
 
     from bench import chaos
     from bench.env import say
     from bench.machine import git_info, load, machine_info, now_iso
-    from clusterbed.cluster import ClusterBed
+    from clusterbed.cluster import ClusterBed, scratch_dir
     from clusterbed.versions import KUBE_VERSION
 
     unknown = sorted(set(args.scenario or []) - set(chaos.SCENARIOS))
@@ -246,7 +245,7 @@ async def _chaos(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"benchmark": "chaos", "date": now_iso(), "machine": machine_info(), "git": git_info(),
                               "loadAverage": {"start": load()}, "seed": seed, "jobsPerScenario": args.jobs,
                               "timings": chaos.TIMINGS, "kubernetes": {"serverVersion": f"v{KUBE_VERSION}"}}
-    bed = ClusterBed(Path(tempfile.mkdtemp(prefix="jobmirror-chaos-")))
+    bed = ClusterBed(scratch_dir("jobmirror-chaos-"))
     try:
         runs = await chaos.run_all(scenarios, args.jobs, seed, bed.ensure, args.out / "logs" / "chaos",
                                    timeout=args.timeout, jobsets=args.jobsets)
@@ -340,13 +339,12 @@ async def _versions(args: argparse.Namespace) -> int:
     """Every planned combination on fresh clusters; exit 1 when a journey did not pass."""
     import logging
     import shlex
-    import tempfile
 
     from bench import versions as vm
     from bench.env import say
     from bench.machine import git_info, machine_info, now_iso
     from clusterbed.build import ensure_binaries
-    from clusterbed.cluster import ClusterBed
+    from clusterbed.cluster import ClusterBed, scratch_dir
     from clusterbed.versions import SUPPORTED_KUBE_VERSIONS
 
     try:
@@ -384,7 +382,7 @@ async def _versions(args: argparse.Namespace) -> int:
     say(f"versions: controller logs in {log_path}")
     command = "python -m bench " + " ".join(shlex.quote(a) for a in sys.argv[1:] or ["versions"])
     started, date = time.monotonic(), now_iso()
-    bed = ClusterBed(Path(tempfile.mkdtemp(prefix="jobmirror-versions-")))
+    bed = ClusterBed(scratch_dir("jobmirror-versions-"))
     pool = vm.ClusterPool(bed.ensure, uses=vm.cluster_uses(combos), delete=bed.delete)
     task = asyncio.current_task()
     if task is not None:  # SIGTERM as Ctrl-C: the finally below deletes the clusters

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -51,7 +50,7 @@ from bench.mirror_bench import (
 from bench.multikueue import KueueSettings, MultiKueue, queued_job
 from bench.workload import Submission, job_manifest, submit
 from clusterbed import versions
-from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster
+from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster, scratch_dir
 from kruntime.client import ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import JOBS, Obj
@@ -424,7 +423,7 @@ async def run(opts: CompareOptions) -> dict[str, Any]:
 
 async def _bed(opts: CompareOptions, result: dict[str, Any], what: str) -> tuple[ClusterBed, dict[str, LocalCluster]]:
     """Fresh clusters (manager without nodes, the workers with kwok nodes); the first also names the server version."""
-    bed = ClusterBed(Path(tempfile.mkdtemp(prefix=f"jobmirror-compare-{what}-")))
+    bed = ClusterBed(scratch_dir(f"jobmirror-compare-{what}-"))
     try:
         specs = [ClusterSpec("manager", nodes=0)] + [ClusterSpec(w, nodes=opts.worker_nodes) for w in WORKERS]
         clusters = await env.bring_up(bed, specs)

@@ -23,7 +23,7 @@ import yaml
 from bench import env, kubetime, procstat, promtext, stats
 from bench.machine import load
 from bench.workload import Submission, job_manifest, submit
-from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster
+from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster, scratch_dir
 from kruntime.client import ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import JOBS, Obj
@@ -584,7 +584,7 @@ async def run(opts: MirrorOptions) -> dict[str, Any]:
     }
     for n in opts.sizes:
         env.say(f"=== mirror benchmark: {n} Jobs ===")
-        bed = ClusterBed(Path(tempfile.mkdtemp(prefix="jobmirror-bench-")))
+        bed = ClusterBed(scratch_dir("jobmirror-bench-"))
         try:
             specs = [ClusterSpec("manager", nodes=0)] + [ClusterSpec(w, nodes=opts.worker_nodes) for w in WORKERS]
             t = time.time()

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -37,7 +36,7 @@ from bench import env, promtext, stats
 from bench import placement as pl
 from bench.machine import load
 from bench.workload import Submission, submit
-from clusterbed.cluster import ClusterBed, LocalCluster
+from clusterbed.cluster import ClusterBed, LocalCluster, scratch_dir
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import EVENTS, JOBS, PODS, Obj, Resource
@@ -722,7 +721,7 @@ async def run(opts: MultiTenantOptions) -> dict[str, Any]:
     }
     phases: dict[str, float] = {}
     result["phaseSeconds"] = phases
-    bed = ClusterBed(Path(tempfile.mkdtemp(prefix="jobmirror-multitenant-")))
+    bed = ClusterBed(scratch_dir("jobmirror-multitenant-"))
     try:
         clusters, nodes = await pl.unequal_bed(bed, result, phases)
         bound = lower_bound(jobs, nodes)

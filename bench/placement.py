@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -39,7 +38,7 @@ import yaml
 from bench import env, kubetime, promtext, stats
 from bench.machine import load
 from bench.workload import Submission, job_manifest, submit
-from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster
+from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster, scratch_dir
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer
 from kruntime.resources import JOBS, NODES, PODS, Obj, Resource
@@ -888,7 +887,7 @@ async def run(opts: PlacementOptions) -> dict[str, Any]:
     }
     phases: dict[str, float] = {}
     result["phaseSeconds"] = phases
-    bed = ClusterBed(Path(tempfile.mkdtemp(prefix="jobmirror-placement-")))
+    bed = ClusterBed(scratch_dir("jobmirror-placement-"))
     try:
         clusters, nodes = await unequal_bed(bed, result, phases)
         bound = lower_bound(jobs, nodes)

@@ -113,11 +113,27 @@ def test_kind_config_disables_only_the_job_controller() -> None:
     off = yaml.safe_load(clusters.kind_config(job_controller=False))
     assert off["nodes"] == plain["nodes"] == [{"role": "control-plane"}]
     patches = [yaml.safe_load(p) for p in off["kubeadmConfigPatches"]]
-    assert patches[0] == yaml.safe_load(plain["kubeadmConfigPatches"][0])  # failCgroupV1 kept
+    plain_patches = [yaml.safe_load(p) for p in plain["kubeadmConfigPatches"]]
+    assert patches[0] == plain_patches[0] == {"kind": "KubeletConfiguration",
+                                              "apiVersion": "kubelet.config.k8s.io/v1beta1", "failCgroupV1": False}
+    no_fsync = {"local": {"extraArgs": {"unsafe-no-fsync": "true"}}}
     # Map form without apiVersion: kind 0.33 merges it into kubeadm v1beta4's list (Kubernetes >= 1.36).
-    assert patches[1] == {"kind": "ClusterConfiguration",
+    assert patches[1] == {"kind": "ClusterConfiguration", "etcd": no_fsync,
                           "controllerManager": {"extraArgs": {"controllers": "*,-job-controller"}}}
-    assert "ClusterConfiguration" not in clusters.kind_config()
+    assert plain_patches[1] == {"kind": "ClusterConfiguration", "etcd": no_fsync}
+    assert len(patches) == len(plain_patches) == 2  # one patch per kubeadm kind
+    assert "extraMounts" not in plain["nodes"][0]
+
+
+def test_kind_etcd_lives_in_a_host_tmpfs_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOBMIRROR_SCRATCH", str(tmp_path))
+    where = clusters.etcd_host_dir("p-worker-1")
+    assert where == tmp_path / "jobmirror-kind-etcd-p-worker-1"
+    node = yaml.safe_load(clusters.kind_config(etcd_host_dir=where))["nodes"][0]
+    mount = {"hostPath": str(where), "containerPath": "/var/lib/etcd"}
+    assert node == {"role": "control-plane", "extraMounts": [mount]}
+    monkeypatch.setenv("JOBMIRROR_SCRATCH", "")  # the system's temporary directory: etcd stays in the node
+    assert clusters.etcd_host_dir("p-worker-1") is None
 
 
 @pytest.mark.parametrize("workers", [1, 2])
