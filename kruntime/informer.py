@@ -64,6 +64,8 @@ class Informer:
         self.cache: dict[str, Obj] = {}
         self.synced = asyncio.Event()
         self.healthy = False
+        #: list/watch recoveries (the first sync included): a server that answered again
+        self.recoveries = 0
         self.last_error: str | None = None
         self._handlers: list[Handler] = []
         self._index_funcs: dict[str, IndexFunc] = {}
@@ -194,6 +196,8 @@ class Informer:
         return obj if self.transform is None else self.transform(obj)
 
     def _connected(self) -> None:
+        if not self.healthy:
+            self.recoveries += 1
         self.healthy = True
         self.last_error = None
         self._failures = 0

@@ -147,6 +147,7 @@ class WorkerCluster:
         self.config_error = config_error
         self.last_error: str | None = config_error or "not probed yet"
         self.unhealthy_since: float | None = clock()
+        self._spell_recoveries = 0  # the copy watches' recoveries when the unhealthy spell began
         self.in_flight = asyncio.Semaphore(max_in_flight)
         self.slow_after, self.slow_hold = slow_after, slow_hold
         #: shared by every worker's calls while it is slow (the controller passes one to all)
@@ -193,19 +194,28 @@ class WorkerCluster:
 
     def unhealthy_for(self) -> float:
         """Seconds this worker has been unhealthy (0 when healthy)."""
-        if self.healthy or self.unhealthy_since is None:
-            return 0.0
-        return self.clock() - self.unhealthy_since
+        self._track_spell()
+        return 0.0 if self.unhealthy_since is None else self.clock() - self.unhealthy_since
+
+    def _track_spell(self) -> None:
+        """Keep ``unhealthy_since`` to the current unhealthy spell. ``healthy`` also follows the copy
+        watches, which change it between probes: a spell whose watches recovered since it began (the
+        worker answered then) is over, so the next one is counted from now, never from an earlier
+        spell's start (that would let a worker be given up before workerLostTimeout)."""
+        if self.healthy:
+            self.unhealthy_since = None
+            return
+        recoveries = sum(i.recoveries for i in self.informers())
+        if self.unhealthy_since is None or recoveries != self._spell_recoveries:
+            self.unhealthy_since = self.clock()
+            self._spell_recoveries = recoveries
 
     def _set_health(self, ok: bool, error: str | None) -> None:
         was = self.healthy
         self.probe_ok = ok
         self.last_error = error if not ok else self._watch_error()
         now_healthy = self.healthy
-        if now_healthy:
-            self.unhealthy_since = None
-        elif self.unhealthy_since is None:
-            self.unhealthy_since = self.clock()
+        self._track_spell()
         if was != now_healthy:
             log.log(logging.INFO if now_healthy else logging.WARNING, "worker %s is now %s%s", self.name,
                     "healthy" if now_healthy else "UNHEALTHY", f": {self.last_error}" if self.last_error else "")

@@ -46,3 +46,40 @@ async def test_worker_without_config_error_is_probed() -> None:
     w = WorkerCluster(Worker(name="w-ok", kubeconfig=Path("/k")), _Ok(), kinds=[], origin="o")  # type: ignore[arg-type]
     await w.probe_once()
     assert calls == ["/readyz"] and w.healthy and w.last_error is None
+
+
+async def test_an_unhealthy_spell_counts_from_its_own_start_not_an_earlier_ones() -> None:
+    """``healthy`` also follows the copy watches, between probes: a watch recovery ends a spell, so a
+    failure after it starts a new one (an old start would give the worker up before workerLostTimeout)."""
+    now = [100.0]
+
+    class _Ok(_NoCalls):
+        name = "w-flaky"
+
+        async def request(self, method: str, path: str, **kw: Any) -> Any:
+            return {}
+
+    w = WorkerCluster(Worker(name="w-flaky", kubeconfig=Path("/k")), _Ok(),  # type: ignore[arg-type]
+                      kinds=[JOB_KIND], origin="o", clock=lambda: now[0])
+    (watch,) = w.informers()
+    watch.synced.set()
+    watch._connected()
+    await w.probe_once()
+    assert w.healthy and w.unhealthy_for() == 0.0
+
+    now[0] = 110.0
+    w.mark_suspect("GET ...: connection refused")  # spell 1 begins at 110
+    now[0] = 115.0
+    assert not w.healthy and w.unhealthy_for() == 5.0
+    watch.healthy = False  # the probe answers again, the copy watch not yet: still spell 1
+    await w.probe_once()
+    now[0] = 120.0
+    assert not w.healthy and w.unhealthy_for() == 10.0
+
+    watch._connected()  # at 121 the watch recovers, between probes: healthy, and nobody asks
+    now[0] = 150.0
+    w.mark_suspect("GET ...: connection refused")  # spell 2 begins at 150
+    now[0] = 153.0
+    assert not w.healthy and w.unhealthy_for() == 3.0  # not 43 (from 110)
+    now[0] = 180.0
+    assert w.unhealthy_for() == 30.0  # a continuing spell keeps its start
