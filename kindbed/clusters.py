@@ -248,11 +248,17 @@ class Kind:
         return self.run(str(self.kind), "get", "clusters", what="kind get clusters", quiet=True).split()
 
     def create(self, cluster: str, node_image: str, *, job_controller: bool = True) -> None:
-        if cluster in self.clusters():
+        etcd_dir = etcd_host_dir(cluster)
+        exists = cluster in self.clusters()
+        if exists and etcd_dir is not None and not etcd_dir.is_dir():
+            # its etcd data lived on tmpfs and is gone (a reboot, an interrupted run's cleanup)
+            _log(f"{cluster} exists without its etcd data ({etcd_dir}): deleting it to make it anew")
+            self.delete(cluster)
+            exists = False
+        if exists:
             _log(f"{cluster} exists: reusing it")
         else:
             config = self.workdir / f"kind-{cluster}.yaml"
-            etcd_dir = etcd_host_dir(cluster)
             if etcd_dir is not None:  # a new cluster's etcd starts empty (kubeadm refuses old data)
                 shutil.rmtree(etcd_dir, ignore_errors=True)
                 etcd_dir.mkdir(parents=True)

@@ -203,3 +203,22 @@ def test_env_lines_let_a_shell_use_the_deployment(tmp_path: Path) -> None:
     assert out[0] == str(tmp_path / "a b" / "manager.kubeconfig")
     assert out[1] == "jobmirror.local/busybox:1.35"
     assert out[2].startswith("/opt/k8s:") and out[2].endswith(":/usr/bin:/bin")
+
+
+def test_a_kept_cluster_whose_etcd_data_is_gone_is_made_anew(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOBMIRROR_SCRATCH", str(tmp_path))
+    calls: list[str] = []
+    kind = clusters.Kind(tmp_path / "kind", tmp_path / "kubectl", tmp_path)
+
+    def run(*args: str, what: str, **kw: object) -> str:
+        calls.append(what)
+        return "p-worker-1\n" if what == "kind get clusters" else "kubeconfig"
+
+    monkeypatch.setattr(kind, "run", run)
+    kind.create("p-worker-1", "node:img")  # its etcd directory is not there (a reboot emptied /dev/shm)
+    assert calls == ["kind get clusters", "kind delete cluster p-worker-1", "kind create cluster p-worker-1",
+                     "kind get kubeconfig"]
+    assert (tmp_path / "jobmirror-kind-etcd-p-worker-1").is_dir()  # made empty for the new cluster
+    calls.clear()
+    kind.create("p-worker-1", "node:img")  # now it has it: reused
+    assert calls == ["kind get clusters", "kind get kubeconfig"]
