@@ -80,8 +80,8 @@ _KUBELET_PATCH = """- |
 """
 # One ClusterConfiguration patch. No apiVersion: kind 0.33 merges map-form extraArgs into kubeadm
 # v1beta4's name/value list (its template for Kubernetes >= 1.36, e.g. 1.37.2) and into v1beta3's
-# map (< 1.36) alike. The node's etcd never fsyncs: test data, and its fsyncs through the
-# container's overlay were disk I/O the 2-core test run paid for in kernel writeback.
+# map (< 1.36) alike. The node's etcd never fsyncs: the data is thrown away with the cluster, and
+# its fsyncs went through the container's overlay to the host's disk.
 _CLUSTER_PATCH = """- |
   kind: ClusterConfiguration
   etcd:
