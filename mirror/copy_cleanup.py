@@ -107,9 +107,8 @@ async def finalize(a: Acting, job: Obj, copies: dict[str, Obj]) -> float | None:
     all_gone = not plan.blocked
     for name in plan.delete:
         all_gone &= await delete_copy(a, job, a.workers[name], copies[name], reason, propagation)
-    if plan.confirm is not None:
-        all_gone &= await _delete_unseen(a, job, a.workers[plan.confirm], placement.remote_name, reason,
-                                         propagation)
+    for name in plan.confirm:
+        all_gone &= await _delete_unseen(a, job, a.workers[name], placement.remote_name, reason, propagation)
     if not all_gone:
         return a.delete_backoff(uid)
     a.forget(uid)
@@ -120,8 +119,8 @@ async def finalize(a: Acting, job: Obj, copies: dict[str, Obj]) -> float | None:
 
 async def _delete_unseen(a: Acting, job: Obj, worker: WorkerCluster, remote_name: str, reason: str,
                          propagation: str) -> bool:
-    """The placed worker's cache shows no copy, but a create may have been sent: read it live, and
-    delete it when it is ours. True when none is left."""
+    """A worker's cache shows no copy, but a create was sent there (or the cache has not synced):
+    read it live, and delete it when it is ours. True when none is left."""
     try:
         remote = await a.calls.call(worker, worker.client.get(a.resource, job["metadata"]["namespace"],
                                                               remote_name))

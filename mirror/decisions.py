@@ -275,15 +275,16 @@ class Cleanup:
     delete: tuple[str, ...] = ()
     #: workers lost past workerLostTimeout whose copy of a deleted Job is left for GC
     left_for_gc: tuple[str, ...] = ()
-    #: the placed worker to ask directly: it may hold a copy its cache does not show yet
-    confirm: str | None = None
+    #: workers to ask directly: the cache shows no copy there, but one may exist (the placed worker's
+    #: cache lags our create or has not synced; a worker the Job moved off got a create whose answer was lost)
+    confirm: tuple[str, ...] = ()
     #: a copy may sit on an unreachable worker: keep the finalizer and look again
     blocked: bool = False
 
 
 def plan_cleanup(copies_on: Iterable[str], placed: str | None, workers: Mapping[str, WorkerState], *,
                  deleted: bool, worker_lost_timeout: float) -> Cleanup:
-    """Which copies to delete, which to leave for GC, and whether the placed worker must be asked.
+    """Which copies to delete, which to leave for GC, and which workers must be asked directly.
 
     A finished Job waits for every worker; a deleted one stops waiting for a worker lost past
     ``workerLostTimeout`` (:func:`cleanup_waits_for`), so deletion never hangs forever.
@@ -292,19 +293,26 @@ def plan_cleanup(copies_on: Iterable[str], placed: str | None, workers: Mapping[
         return deleted and not w.healthy and not cleanup_waits_for(w.unhealthy_for,
                                                                    worker_lost_timeout=worker_lost_timeout)
 
+    def may_hide_a_copy(name: str, w: WorkerState) -> bool:
+        if name == placed:
+            return not (w.synced and not w.attempted)
+        return w.attempted  # a create sent before the Job moved: its answer may have been lost
+
     copies = sorted(copies_on)
     left = [name for name in copies if gives_up_on(workers[name])]
     delete = [name for name in copies if name not in left]
-    pw = workers.get(placed or "")
-    confirm, blocked = None, False
-    if pw is not None and placed not in copies and not (pw.synced and not pw.attempted):
-        if gives_up_on(pw):
-            left.append(str(placed))
-        elif not pw.healthy:
+    confirm: list[str] = []
+    blocked = False
+    for name, w in sorted(workers.items()):
+        if name in copies or not may_hide_a_copy(name, w):
+            continue
+        if gives_up_on(w):
+            left.append(name)
+        elif not w.healthy:
             blocked = True
         else:
-            confirm = placed
-    return Cleanup(tuple(delete), tuple(sorted(left)), confirm, blocked)
+            confirm.append(name)
+    return Cleanup(tuple(delete), tuple(sorted(left)), tuple(confirm), blocked)
 
 
 def lost_for(unhealthy_for: float | None, *, configured_for: float) -> float:

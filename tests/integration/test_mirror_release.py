@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from kruntime.client import ClusterClient
 from kruntime.resources import JOBS, PODS
 from mirror import metrics
 from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_DELETE_PROPAGATION, ANNOTATION_PIN, FINALIZER
+from testkit.tcpproxy import FreezableProxy, route_kubeconfig, server_of
 from tests.conftest import wait_for
 from tests.integration.mirror_env import MirrorEnv, make_job, mirror_env
 
@@ -144,3 +146,56 @@ async def test_foreground_annotation_holds_the_manager_job_until_the_remote_pods
         assert items == []
         event = await env.wait_event("fg", "RemoteDeleted", timeout=10)
         assert "propagation Foreground" in event["message"]
+
+
+@pytest.mark.integration
+async def test_a_create_whose_answer_was_lost_is_deleted_before_the_moved_job_is_released(
+        client_for: ClientFor, cluster: ClusterFn, ns: str, tmp_path: Path) -> None:
+    """worker-1 carries out our create but its answer never arrives (found by the chaos tier's
+    jobset-mix: the API server stopping mid-request). The Job moves to worker-2 and finishes there;
+    worker-1's cache never showed the copy, yet it holds one. The finished Job keeps its finalizer
+    until worker-1 answers and that copy is deleted: released earlier, nothing would be left to
+    delete it but GC."""
+    async with mirror_env(client_for, cluster, ns, worker_lost_timeout=3.0, request_timeout=2.0) as env:
+        env.expect_errors("transport")  # worker-1's answers are held
+        w1_kc = env.clusters["worker-1"].kubeconfig
+        proxy = FreezableProxy(*server_of(w1_kc))
+        port = await proxy.start()
+        workers = [w.model_copy(update={"kubeconfig": route_kubeconfig(w1_kc, tmp_path / "w1.yaml", port)})
+                   if w.name == "worker-1" else w for w in env.config.workers]
+        w1 = env.workers["worker-1"]  # the test's own client: not through the proxy
+        try:
+            await env.start(env.config_with(workers=workers))
+
+            async def both_healthy() -> bool:
+                return all(w.healthy for w in env.controllers[0][0].workers.values())
+
+            await wait_for(both_healthy, timeout=30, what="both workers healthy")
+            # One copy made first: the namespace's posture on worker-1 is then known (read once per 30 s),
+            # so the next pass's first call to worker-1 is the create itself.
+            await env.create(make_job("first", duration_ms=100, annotations={ANNOTATION_PIN: "worker-1"}))
+            await wait_for(lambda: env.get("first", w1), timeout=30, what="a first copy on worker-1")
+            proxy.hold_answers()
+            created = await env.create(make_job("unheard", duration_ms=3000, annotations={ANNOTATION_PIN: "worker-1"}))
+            uid = str(created["metadata"]["uid"])
+            await wait_for(lambda: env.get("unheard", w1), timeout=30, what="the create carried out on worker-1")
+            await env.manager.patch(JOBS, ns, "unheard", {"metadata": {"annotations": {ANNOTATION_PIN: None}}})
+            await env.wait_event("unheard", "Redispatched", timeout=60)
+            await env.wait_condition("unheard", "Complete", timeout=60)
+            for _ in range(8):  # four resyncs: worker-1 may hold a copy, so the finalizer stays
+                job = await env.get("unheard")
+                assert job is not None and FINALIZER in (job["metadata"].get("finalizers") or []), (
+                    "released while worker-1, unheard from, may hold a copy")
+                await asyncio.sleep(0.5)
+            proxy.thaw()
+
+            async def released() -> bool:
+                job = await env.get("unheard")
+                return job is not None and FINALIZER not in (job["metadata"].get("finalizers") or [])
+
+            await wait_for(released, timeout=60, what="the finalizer released once worker-1 answers")
+            left = await env.get("unheard", w1)
+            assert left is None or left["metadata"].get("deletionTimestamp"), "worker-1's copy outlived the release"
+            assert sorted((await env.copies_made(uid)).values()) == ["worker-1", "worker-2"]
+        finally:
+            await proxy.close()

@@ -45,8 +45,8 @@ UNSYNCED = WorkerState(healthy=True, synced=False)
         (["w1"], "w1", {"w1": UP}, False, Cleanup(delete=("w1",))),
         (["w1", "w2"], "w1", {"w1": UP, "w2": UP}, False, Cleanup(delete=("w1", "w2"))),
         ([], "w1", {"w1": UP}, False, Cleanup()),  # synced cache, never sent: nothing there
-        ([], "w1", {"w1": SENT}, False, Cleanup(confirm="w1")),  # the cache may lag our create
-        ([], "w1", {"w1": UNSYNCED}, True, Cleanup(confirm="w1")),
+        ([], "w1", {"w1": SENT}, False, Cleanup(confirm=("w1",))),  # the cache may lag our create
+        ([], "w1", {"w1": UNSYNCED}, True, Cleanup(confirm=("w1",))),
         ([], "w1", {"w1": WorkerState(healthy=False, unhealthy_for=5.0, attempted=True)}, False,
          Cleanup(blocked=True)),
         (["w1"], "w1", {"w1": DOWN}, True, Cleanup(delete=("w1",))),  # waits (the delete fails) until the timeout
@@ -55,9 +55,19 @@ UNSYNCED = WorkerState(healthy=True, synced=False)
         ([], "w1", {"w1": WorkerState(healthy=False, unhealthy_for=TIMEOUT, attempted=True)}, True,
          Cleanup(left_for_gc=("w1",))),
         ([], "gone", {"w1": UP}, True, Cleanup()),  # placed on an unconfigured worker: nothing to ask
+        # moved off w1 after a create there whose answer was lost: w1 may hold a copy its cache never showed
+        (["w2"], "w2", {"w1": SENT, "w2": UP}, False, Cleanup(delete=("w2",), confirm=("w1",))),
+        (["w2"], "w2", {"w1": WorkerState(healthy=False, unhealthy_for=60.0, attempted=True), "w2": UP}, False,
+         Cleanup(delete=("w2",), blocked=True)),
+        (["w2"], "w2", {"w1": WorkerState(healthy=False, unhealthy_for=TIMEOUT + 1, attempted=True), "w2": UP},
+         True, Cleanup(delete=("w2",), left_for_gc=("w1",))),
+        (["w2"], "w2", {"w1": UP, "w2": UP}, False, Cleanup(delete=("w2",))),  # never sent to w1: not asked
+        ([], "w2", {"w1": UNSYNCED, "w2": UP}, False, Cleanup()),  # unsynced, never sent: only the placed one is
     ],
     ids=["finished", "stale-copy-too", "nothing", "confirm-after-create", "confirm-unsynced", "blocked",
-         "deleted-down", "deleted-lost", "finished-lost", "deleted-lost-unseen", "unconfigured"],
+         "deleted-down", "deleted-lost", "finished-lost", "deleted-lost-unseen", "unconfigured",
+         "moved-off-confirm", "moved-off-down-blocks", "moved-off-lost-deleted", "moved-off-never-sent",
+         "other-unsynced"],
 )
 def test_plan_cleanup(copies: list[str], placed: str | None, workers: dict[str, WorkerState], deleted: bool,
                       want: Cleanup) -> None:
