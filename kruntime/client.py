@@ -29,6 +29,7 @@ from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
 from kruntime import exec_credentials, metrics
 from kruntime.ratelimit import TokenBucket, current_wait
+from kruntime.reachability import Reachability
 from kruntime.resources import Obj, Resource
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,8 @@ class ClusterClient:
         #: what this client's pool serves (``reconcile`` unless made by :meth:`sibling`)
         self.purpose = "reconcile"
         self._siblings: list[ClusterClient] = []
+        #: shared with every sibling: a probe that sees the server back wakes all their watches
+        self.reachability = Reachability()
         rest = api_client.rest_client
         self._session: aiohttp.ClientSession = rest.pool_manager  # TLS and pool set up from the kubeconfig
         self._transport_kw: dict[str, Any] = {k: v for k, v in (
@@ -163,6 +166,7 @@ class ClusterClient:
                             field_manager=self.field_manager)
         out.purpose = purpose
         out.write_gate = self.write_gate
+        out.reachability = self.reachability
         self._siblings.append(out)  # closed with this one
         return out
 

@@ -234,7 +234,7 @@ class Informer:
                 )
                 if exc.status in (401, 403):
                     need_list = True
-                await asyncio.sleep(delay)
+                await self.client.reachability.pause(delay)
             except Exception as exc:  # malformed stream etc: relist after a pause
                 self._failures += 1
                 self.healthy = False
@@ -243,7 +243,7 @@ class Informer:
                 log.warning("informer %s on %s: %s; relisting in %.1fs", self.resource.plural, self.client.name,
                             self.last_error, delay)
                 need_list = True
-                await asyncio.sleep(delay)
+                await self.client.reachability.pause(delay)
 
 
 class ObjectCache(Protocol):

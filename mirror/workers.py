@@ -212,6 +212,8 @@ class WorkerCluster:
 
     def _set_health(self, ok: bool, error: str | None) -> None:
         was = self.healthy
+        if ok and not self.probe_ok:
+            self.watch_client.reachability.answered_again()  # its watches retry now, not after their backoff
         self.probe_ok = ok
         self.last_error = error if not ok else self._watch_error()
         now_healthy = self.healthy

@@ -40,6 +40,7 @@ from urllib.parse import unquote
 
 from kruntime.client import ApiError, ClusterClient
 from kruntime.ratelimit import TokenBucket
+from kruntime.reachability import Reachability
 from kruntime.resources import Obj
 
 #: resources whose status is written only through their status subresource
@@ -411,11 +412,12 @@ class FakeClusterClient(ClusterClient):
         self.write_gate = None
         self.purpose = "reconcile"
         self._siblings = []
+        self.reachability = Reachability()
 
     def sibling(self, purpose: str, *, pool_size: int, qps: float | None = None, burst: int | None = None,
                 timeout: float | None = None) -> ClusterClient:
         out = FakeClusterClient(self.name, self.server)
-        out.purpose, out.write_gate = purpose, self.write_gate
+        out.purpose, out.write_gate, out.reachability = purpose, self.write_gate, self.reachability
         return out
 
     @property

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+from kruntime.client import ApiError
+from kruntime.reachability import Reachability
 from mirror import metrics
 from mirror.config import Worker
 from mirror.jobs.kind import JOB_KIND
@@ -16,6 +19,9 @@ class _NoCalls:
 
     name = "w-broken"
     timeout = 5.0
+
+    def __init__(self) -> None:
+        self.reachability = Reachability()
 
     async def request(self, *a: Any, **kw: Any) -> Any:
         raise AssertionError(f"contacted a worker whose kubeconfig is unusable: {a}")
@@ -83,3 +89,30 @@ async def test_an_unhealthy_spell_counts_from_its_own_start_not_an_earlier_ones(
     assert not w.healthy and w.unhealthy_for() == 3.0  # not 43 (from 110)
     now[0] = 180.0
     assert w.unhealthy_for() == 30.0  # a continuing spell keeps its start
+
+
+async def test_a_probe_that_finds_the_worker_back_wakes_its_watches() -> None:
+    """After an outage a watch may be backing off for up to 30 s: the probe that sees the worker answer
+    again cuts every such pause short (once per recovery, not on every good probe)."""
+    answers: list[bool] = [False]
+
+    class _Flaky(_NoCalls):
+        name = "w-back"
+
+        async def request(self, method: str, path: str, **kw: Any) -> Any:
+            if not answers[-1]:
+                raise ApiError(0, "Transport", "connect refused")
+            return {}
+
+    client = _Flaky()
+    w = WorkerCluster(Worker(name="w-back", kubeconfig=Path("/k")), client, kinds=[], origin="o")  # type: ignore[arg-type]
+    await w.probe_once()  # fails (after its own retries)
+    assert not w.probe_ok and client.reachability.recoveries == 0
+    paused = asyncio.create_task(client.reachability.pause(30.0))
+    await asyncio.sleep(0)
+    answers.append(True)
+    await w.probe_once()
+    await asyncio.wait_for(paused, 1.0)  # woken, not slept out
+    assert w.probe_ok and client.reachability.recoveries == 1
+    await w.probe_once()
+    assert client.reachability.recoveries == 1  # already answering: nothing to wake
