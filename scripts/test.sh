@@ -118,23 +118,25 @@ echo "[test] pytest: background lane started: kind tier (engine, images, cluster
   } >"$kind_log"
   lt=$SECONDS
   krc=0
-  JOBMIRROR_E2E_PROVIDER=kind .venv/bin/pytest -m e2e e2e >>"$kind_log" 2>&1 || krc=$?
+  JOBMIRROR_E2E_PROVIDER=kind .venv/bin/pytest -m e2e e2e --junitxml=.test-reports/kind.xml >>"$kind_log" 2>&1 || krc=$?
   echo "[test] lane: kind tier ended (rc=$krc) after $((SECONDS - lt))s" >>"$kind_log"
   [ -e "$lane_stop" ] && exit 1
   lt=$SECONDS
   crc=0
-  .venv/bin/pytest -m chaos tests --durations=5 >"$chaos_log" 2>&1 || crc=$?
+  .venv/bin/pytest -m chaos tests --durations=5 --junitxml=.test-reports/chaos.xml >"$chaos_log" 2>&1 || crc=$?
   echo "[test] lane: chaos tier ended (rc=$crc) after $((SECONDS - lt))s" >>"$chaos_log"
   [ -e "$lane_stop" ] && exit 1
   lt=$SECONDS
   src=0
-  .venv/bin/pytest -m "bench_smoke and not kind and not chaos" tests --durations=5 >>"$chaos_log" 2>&1 || src=$?
+  .venv/bin/pytest -m "bench_smoke and not kind and not chaos" tests --durations=5 \
+    --junitxml=.test-reports/bench-smoke.xml >>"$chaos_log" 2>&1 || src=$?
   echo "[test] lane: benchmark smoke runs ended (rc=$src) after $((SECONDS - lt))s" >>"$chaos_log"
   [ "$krc" -eq 0 ] && [ "$crc" -eq 0 ] && [ "$src" -eq 0 ]
 ) &
 kind_pid=$!
 echo "[test] pytest: unit, integration, conformance, security, e2e on local control planes"
-.venv/bin/pytest -m "not kind and not chaos and not below_floor and not bench_smoke" --durations=60 || rc=$?
+.venv/bin/pytest -m "not kind and not chaos and not below_floor and not bench_smoke" --durations=60 \
+  --junitxml=.test-reports/local.xml || rc=$?
 phase "pytest local tiers (rc=$rc)" "$t"
 crc_build=0
 wait "$corners_pid" || crc_build=$?
