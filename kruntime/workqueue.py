@@ -31,8 +31,13 @@ class ShutDown(Exception):
 
 
 class WorkQueue(Generic[K]):
-    def __init__(self, name: str, *, backoff_base: float = 0.005, backoff_cap: float = 60.0) -> None:
+    def __init__(self, name: str, *, backoff_base: float = 0.005, backoff_cap: float = 60.0,
+                 pass_owns_timer: bool = False) -> None:
+        """``pass_owns_timer``: a handler that returns (without raising) decides alone when its key is
+        looked at again, replacing any timer an earlier pass left (a level-triggered handler re-reads
+        everything, so an older timer's reason is already judged); None then means no timer at all."""
         self.name = name
+        self.pass_owns_timer = pass_owns_timer
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self._queue: deque[K] = deque()
@@ -97,6 +102,16 @@ class WorkQueue(Generic[K]):
             self.add(key)
 
         self._timers[key] = loop.call_later(delay, fire)
+
+    def cancel_after(self, key: K) -> None:
+        """Drop ``key``'s pending timer, if any."""
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+
+    def timers(self) -> int:
+        """Keys waiting on a timer."""
+        return len(self._timers)
 
     def add_rate_limited(self, key: K) -> float:
         n = self._failures.get(key, 0) + 1
@@ -165,6 +180,8 @@ class WorkQueue(Generic[K]):
                 try:
                     again = await handler(key)
                     self.forget(key)
+                    if self.pass_owns_timer:
+                        self.cancel_after(key)
                     if again is not None and again >= 0:
                         self.add_after(key, again)
                 except asyncio.CancelledError:

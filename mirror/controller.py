@@ -22,6 +22,7 @@ from kruntime.resources import Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc, metrics
 from mirror.config import Config, PlacementPolicy, cluster_conflicts
+from mirror.copy_events import needs_pass
 from mirror.identity import labels_of_copy, manager_key_of
 from mirror.inspect import tls as inspect_tls
 from mirror.inspect.api import InspectApi
@@ -63,7 +64,10 @@ class MirrorController:
         self.workers: dict[str, WorkerCluster] = {}
         #: the manager-side cache of each kind
         self.informers: dict[str, Informer | NamespacedInformers] = {}
-        self.queue: WorkQueue[QueueKey] = WorkQueue("mirror", backoff_base=0.05, backoff_cap=60.0)
+        # Each pass re-reads everything about its object, so it alone says when to look again: a finished
+        # Job's last pass leaves no resync timer behind (issue 38: a pass per Job that found nothing).
+        self.queue: WorkQueue[QueueKey] = WorkQueue("mirror", backoff_base=0.05, backoff_cap=60.0,
+                                                    pass_owns_timer=True)
         self.reconcilers: dict[str, Reconciler] = {}
         self.events: dict[str, ObjectEvents] = {}
         #: per (kind, worker), the mirroring of the worker's Warning events onto the manager objects
@@ -248,9 +252,13 @@ class MirrorController:
             key = manager_key_of(kind.name, new)
             if key:
                 uid = labels_of_copy(new).manager_uid
+                reconciler = self.reconcilers[kind.name]
+                if not needs_pass(etype, new, created_here=uid in reconciler.acting.attempted[worker],
+                                  manager=self.informers[kind.name].get(key)):
+                    return
                 changed = etype != "DELETED" and status_changed(old, new)
                 if uid and changed:
-                    self.reconcilers[kind.name].status_lag.changed(uid, worker)
+                    reconciler.status_lag.changed(uid, worker)
                 # A copy that just finished (or was decided) goes ahead of Jobs waiting for
                 # dispatch: behind a 1000-Job burst its Complete waited ~15 s at p99. Only that
                 # change: making every counter update urgent cost a third of the dispatch rate

@@ -162,3 +162,52 @@ async def test_urgent_add_while_processing_requeues_ahead_after_done() -> None:
     assert await q.get() == "y"
     q.done("y")
     assert q.idle()
+
+
+@pytest.mark.parametrize(("owns", "timers_left"), [(True, 0), (False, 1)])
+async def test_a_pass_that_owns_its_timer_leaves_none_when_it_returns_none(owns: bool, timers_left: int) -> None:
+    """The mirror queue: a pass re-reads everything, so its answer replaces an earlier pass's timer;
+    a finished Job's last pass (None) leaves no resync behind to cost another pass."""
+    q: WorkQueue[str] = WorkQueue("t", pass_owns_timer=owns)
+    answers = [30.0, None]
+    passes = 0
+
+    async def handler(key: str) -> float | None:
+        nonlocal passes
+        passes += 1
+        return answers.pop(0)
+
+    task = asyncio.create_task(q.run_workers(1, handler))
+    q.add("job")
+    while passes < 1 or not q.idle():
+        await asyncio.sleep(0.001)
+    assert q.timers() == 1  # the resync
+    q.add("job")  # an event: this pass finds the Job finished
+    while passes < 2 or not q.idle():
+        await asyncio.sleep(0.001)
+    assert q.timers() == timers_left
+    await q.shutdown()
+    await asyncio.wait_for(task, 2)
+
+
+async def test_a_pass_that_owns_its_timer_replaces_an_earlier_one_with_its_own() -> None:
+    q: WorkQueue[str] = WorkQueue("t", pass_owns_timer=True)
+    answers = [0.05, 30.0]
+    passes = 0
+
+    async def handler(key: str) -> float | None:
+        nonlocal passes
+        passes += 1
+        return answers.pop(0) if answers else None
+
+    task = asyncio.create_task(q.run_workers(1, handler))
+    q.add("job")
+    while passes < 1 or not q.idle():
+        await asyncio.sleep(0.001)
+    q.add("job")  # runs before the 0.05-s timer and answers 30 s: the earlier timer goes
+    while passes < 2 or not q.idle():
+        await asyncio.sleep(0.001)
+    await asyncio.sleep(0.15)
+    assert passes == 2 and q.timers() == 1
+    await q.shutdown()
+    await asyncio.wait_for(task, 2)
