@@ -33,9 +33,10 @@ class ShutDown(Exception):
 class WorkQueue(Generic[K]):
     def __init__(self, name: str, *, backoff_base: float = 0.005, backoff_cap: float = 60.0,
                  pass_owns_timer: bool = False) -> None:
-        """``pass_owns_timer``: a handler that returns (without raising) decides alone when its key is
-        looked at again, replacing any timer an earlier pass left (a level-triggered handler re-reads
-        everything, so an older timer's reason is already judged); None then means no timer at all."""
+        """``pass_owns_timer``: a handler that returns (without raising) decides when its key is looked
+        at again, replacing the timer an earlier pass left (a level-triggered handler re-reads
+        everything, so that timer's reason is already judged; None then means no timer). A timer set
+        while the pass ran (an event it may not have seen) is kept."""
         self.name = name
         self.pass_owns_timer = pass_owns_timer
         self.backoff_base = backoff_base
@@ -177,10 +178,11 @@ class WorkQueue(Generic[K]):
                     key = await self.get()
                 except ShutDown:
                     return
+                before = self._timers.get(key)  # a timer set while the pass runs is newer than what it read
                 try:
                     again = await handler(key)
                     self.forget(key)
-                    if self.pass_owns_timer:
+                    if self.pass_owns_timer and before is not None and self._timers.get(key) is before:
                         self.cancel_after(key)
                     if again is not None and again >= 0:
                         self.add_after(key, again)

@@ -36,7 +36,7 @@ from mirror.placer import BEHIND_WAKES, WAITING_RECHECK, Placer
 from mirror.progress import Stuck
 from mirror.reconciler import Reconciler
 from mirror.room.view import RoomView
-from mirror.status_lag import newly_decided, status_changed
+from mirror.status_lag import event_hold, newly_decided, status_changed
 from mirror.worker_connect import admit_workers, connect_worker
 from mirror.worker_events import WorkerEvents
 from mirror.workers import WorkerCluster
@@ -257,8 +257,13 @@ class MirrorController:
                                   manager=self.informers[kind.name].get(key)):
                     return
                 changed = etype != "DELETED" and status_changed(old, new)
+                pending = bool(uid) and reconciler.status_lag.pending_for(uid or "") is not None
                 if uid and changed:
                     reconciler.status_lag.changed(uid, worker)
+                hold = event_hold(old, new, pending=pending, period=self.cfg.status_batch_period) if changed else 0.0
+                if hold > 0:  # running counters only: one pass, when the batch is due
+                    self.queue.add_after(QueueKey(kind.name, key), hold)
+                    return
                 # A copy that just finished (or was decided) goes ahead of Jobs waiting for
                 # dispatch: behind a 1000-Job burst its Complete waited ~15 s at p99. Only that
                 # change: making every counter update urgent cost a third of the dispatch rate

@@ -50,6 +50,19 @@ def interim_hold(stored: Obj, desired: Obj, *, pending_for: float | None, period
     return max(0.0, period - pending_for)
 
 
+def event_hold(old: Obj | None, new: Obj, *, pending: bool, period: float) -> float:
+    """Seconds to wait before the pass a copy's status event asks for; 0: at once.
+
+    The event handler's side of :func:`interim_hold`: when nothing was waiting to be mirrored and
+    this change is running counters only, the pass it queues would only start the hold and a
+    second pass would write; queued ``period`` later, one pass writes (issue 38: passes per Job).
+    """
+    if period <= 0 or pending or old is None:
+        return 0.0
+    before, after = old.get("status") or {}, new.get("status") or {}
+    return period if before != after and _conditions(before) == _conditions(after) else 0.0
+
+
 class StatusLag:
     """Per manager uid: when its copy's status first changed without being mirrored yet, and on which worker."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kruntime.resources import Obj
-from mirror.status_lag import StatusLag, interim_hold, status_changed
+from mirror.status_lag import StatusLag, event_hold, interim_hold, status_changed
 
 RUNNING: Obj = {"metadata": {"name": "c"}, "status": {"active": 1}}
 DONE: Obj = {"metadata": {"name": "c"}, "status": {"succeeded": 1}}
@@ -103,3 +103,22 @@ def test_pending_for_dates_the_oldest_unmirrored_change() -> None:
     assert lag.pending_for("u1") == pytest.approx(0.6)
     lag.mirrored("u1")
     assert lag.pending_for("u1") is None
+
+
+RUN = {"conditions": [{"type": "SuccessCriteriaMet", "status": "True"}]}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "pending", "period", "hold"),
+    [
+        ({"status": {"active": 1}}, {"status": {"active": 2}}, False, 1.0, 1.0),  # counters only: one pass, later
+        (None, {"status": {"active": 1}}, False, 1.0, 0.0),  # first seen: at once
+        ({"status": {"active": 1}}, {"status": {"active": 1, **RUN}}, False, 1.0, 0.0),  # a condition: at once
+        ({"status": {"active": 1}}, {"status": {"active": 2}}, True, 1.0, 0.0),  # a hold is under way already
+        ({"status": {"active": 1}}, {"status": {"active": 2}}, False, 0.0, 0.0),  # batching off
+        ({"status": {"active": 1}}, {"status": {"active": 1}}, False, 1.0, 0.0),  # no status change
+    ],
+    ids=["counters", "first", "condition", "pending", "off", "unchanged"],
+)
+def test_event_hold(old: Obj | None, new: Obj, pending: bool, period: float, hold: float) -> None:
+    assert event_hold(old, new, pending=pending, period=period) == hold

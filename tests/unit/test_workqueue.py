@@ -211,3 +211,30 @@ async def test_a_pass_that_owns_its_timer_replaces_an_earlier_one_with_its_own()
     assert passes == 2 and q.timers() == 1
     await q.shutdown()
     await asyncio.wait_for(task, 2)
+
+
+async def test_a_timer_set_while_the_pass_runs_outlives_it() -> None:
+    """An event that arrives during a pass and asks for a later look must not be dropped by the
+    pass's own answer: the pass may have read the object before the event."""
+    q: WorkQueue[str] = WorkQueue("t", pass_owns_timer=True)
+    passes = 0
+    in_pass = asyncio.Event()
+    release = asyncio.Event()
+
+    async def handler(key: str) -> float | None:
+        nonlocal passes
+        passes += 1
+        if passes == 1:
+            in_pass.set()
+            await release.wait()
+        return None
+
+    task = asyncio.create_task(q.run_workers(1, handler))
+    q.add("job")
+    await in_pass.wait()
+    q.add_after("job", 0.05)  # the event handler's deferred look
+    release.set()
+    await asyncio.sleep(0.2)
+    assert passes == 2
+    await q.shutdown()
+    await asyncio.wait_for(task, 2)
