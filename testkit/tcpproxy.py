@@ -2,8 +2,6 @@
 
 Freezing is what a hung API connection looks like to a client (TCP accepted, no answer),
 without touching the server or any process: route one client's kubeconfig through it.
-Holding only the answers is a request the server carries out while its client never hears
-so (a create whose response was lost).
 """
 
 from __future__ import annotations
@@ -19,10 +17,8 @@ import yaml
 class FreezableProxy:
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
-        self._requests = asyncio.Event()  # client -> server
-        self._answers = asyncio.Event()  # server -> client
-        self._requests.set()
-        self._answers.set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
@@ -33,21 +29,15 @@ class FreezableProxy:
         return self.port
 
     def freeze(self) -> None:
-        self._requests.clear()
-        self._answers.clear()
-
-    def hold_answers(self) -> None:
-        """Requests still reach the server; its answers wait until :meth:`thaw`."""
-        self._answers.clear()
+        self._flowing.clear()
 
     def thaw(self) -> None:
-        self._requests.set()
-        self._answers.set()
+        self._flowing.set()
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, flowing: asyncio.Event) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while chunk := await reader.read(65536):
-                await flowing.wait()
+                await self._flowing.wait()
                 writer.write(chunk)
                 await writer.drain()
         with contextlib.suppress(OSError):
@@ -55,15 +45,14 @@ class FreezableProxy:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
-        await self._requests.wait()
+        await self._flowing.wait()
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:
             writer.close()
             return
         self._writers.add(up_writer)
-        await asyncio.gather(self._pipe(reader, up_writer, self._requests),
-                             self._pipe(up_reader, writer, self._answers))
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
 
     async def close(self) -> None:
         self.thaw()

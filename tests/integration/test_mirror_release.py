@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from jobapi.names import JOB_NAME_LABELS
-from kruntime.client import ClusterClient
-from kruntime.resources import JOBS, PODS
+from kruntime.client import ApiError, ClusterClient
+from kruntime.ratelimit import current_wait
+from kruntime.resources import JOBS, PODS, Obj, Resource
 from mirror import metrics
 from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_DELETE_PROPAGATION, ANNOTATION_PIN, FINALIZER
 from testkit.tcpproxy import FreezableProxy, route_kubeconfig, server_of
@@ -155,9 +157,13 @@ async def test_a_create_whose_answer_was_lost_is_deleted_before_the_moved_job_is
     jobset-mix: the API server stopping mid-request). The Job moves to worker-2 and finishes there;
     worker-1's cache never showed the copy, yet it holds one. The finished Job keeps its finalizer
     until worker-1 answers and that copy is deleted: released earlier, nothing would be left to
-    delete it but GC."""
+    delete it but GC.
+
+    The lost answer is made at the client's edge: the controller's connection to worker-1 is frozen
+    (its watches and probes hear nothing from then on), the create is carried out on the real server
+    through the test's own client, and the controller's call ends as a dropped connection does."""
     async with mirror_env(client_for, cluster, ns, worker_lost_timeout=3.0, request_timeout=2.0) as env:
-        env.expect_errors("transport")  # worker-1's answers are held
+        env.expect_errors("transport")
         w1_kc = env.clusters["worker-1"].kubeconfig
         proxy = FreezableProxy(*server_of(w1_kc))
         port = await proxy.start()
@@ -165,17 +171,26 @@ async def test_a_create_whose_answer_was_lost_is_deleted_before_the_moved_job_is
                    if w.name == "worker-1" else w for w in env.config.workers]
         w1 = env.workers["worker-1"]  # the test's own client: not through the proxy
         try:
-            await env.start(env.config_with(workers=workers))
+            ctrl = await env.start(env.config_with(workers=workers))
 
             async def both_healthy() -> bool:
-                return all(w.healthy for w in env.controllers[0][0].workers.values())
+                return len(ctrl.workers) == 2 and all(w.healthy for w in ctrl.workers.values())
 
             await wait_for(both_healthy, timeout=30, what="both workers healthy")
-            # One copy made first: the namespace's posture on worker-1 is then known (read once per 30 s),
-            # so the next pass's first call to worker-1 is the create itself.
-            await env.create(make_job("first", duration_ms=100, annotations={ANNOTATION_PIN: "worker-1"}))
-            await wait_for(lambda: env.get("first", w1), timeout=30, what="a first copy on worker-1")
-            proxy.hold_answers()
+            client = ctrl.workers["worker-1"].client
+            sent = client.create
+
+            async def answer_lost(res: Resource, namespace: str | None, body: Obj, **kw: Any) -> Obj:
+                if body["metadata"]["name"] != "unheard":
+                    return await sent(res, namespace, body, **kw)
+                proxy.freeze()
+                if (wait := current_wait()) is not None:
+                    wait.took_token(0.0)  # the request went out
+                await w1.create(res, namespace, body)
+                raise ApiError(0, "Transport", f"POST {res.path(namespace)}: ServerDisconnectedError "
+                               "(the test dropped the answer)", cluster="worker-1")
+
+            client.create = answer_lost  # type: ignore[method-assign]
             created = await env.create(make_job("unheard", duration_ms=3000, annotations={ANNOTATION_PIN: "worker-1"}))
             uid = str(created["metadata"]["uid"])
             await wait_for(lambda: env.get("unheard", w1), timeout=30, what="the create carried out on worker-1")
