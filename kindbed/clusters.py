@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -97,40 +96,15 @@ _NO_JOB_CONTROLLER = """  controllerManager:
 """
 
 
-def kind_config(*, job_controller: bool = True, etcd_host_dir: Path | None = None,
-                api_server_port: int | None = None) -> str:
+def kind_config(*, job_controller: bool = True, etcd_host_dir: Path | None = None) -> str:
     """The one-node cluster config; ``job_controller=False`` disables kcm's Job controller (the
     builtin controller's shape, ``--controllers=*,-job-controller``). ``etcd_host_dir``: a host
-    directory (on tmpfs) bound at the node's /var/lib/etcd, so etcd's writes never reach a disk.
-    ``api_server_port``: the host port of its API server, chosen by the caller so that clusters
-    made at the same time never pick the same one (kind's own choice is free-port-then-release)."""
+    directory (on tmpfs) bound at the node's /var/lib/etcd, so etcd's writes never reach a disk."""
     cluster_patch = _CLUSTER_PATCH + ("" if job_controller else _NO_JOB_CONTROLLER)
     mounts = ("" if etcd_host_dir is None else
               f"  extraMounts:\n  - hostPath: {etcd_host_dir}\n    containerPath: /var/lib/etcd\n")
-    networking = ("" if api_server_port is None else
-                  f"networking:\n  apiServerAddress: 127.0.0.1\n  apiServerPort: {api_server_port}\n")
     return ("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nkubeadmConfigPatches:\n"
-            f"{_KUBELET_PATCH}{cluster_patch}{networking}nodes:\n- role: control-plane\n{mounts}")
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports the kernel has free now (all held until all are chosen)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _port_taken(exc: KindError) -> bool:
-    """Docker could not bind the chosen host port: something took it between choice and use."""
-    text = str(exc)
-    return "port is already allocated" in text or "address already in use" in text
+            f"{_KUBELET_PATCH}{cluster_patch}nodes:\n- role: control-plane\n{mounts}")
 
 
 def etcd_host_dir(cluster: str) -> Path | None:
@@ -273,8 +247,7 @@ class Kind:
     def clusters(self) -> list[str]:
         return self.run(str(self.kind), "get", "clusters", what="kind get clusters", quiet=True).split()
 
-    def create(self, cluster: str, node_image: str, *, job_controller: bool = True,
-               api_server_port: int | None = None) -> None:
+    def create(self, cluster: str, node_image: str, *, job_controller: bool = True) -> None:
         etcd_dir = etcd_host_dir(cluster)
         exists = cluster in self.clusters()
         if exists and etcd_dir is not None and not etcd_dir.is_dir():
@@ -285,30 +258,16 @@ class Kind:
         if exists:
             _log(f"{cluster} exists: reusing it")
         else:
-            for attempt in (1, 2):
-                try:
-                    self._make(cluster, node_image, job_controller, api_server_port, etcd_dir)
-                    break
-                except KindError as exc:
-                    if attempt == 2 or api_server_port is None or not _port_taken(exc):
-                        raise
-                    _log(f"{cluster}: host port {api_server_port} was taken meanwhile; making it on another")
-                    self.delete(cluster)
-                    api_server_port = free_ports(1)[0]
+            config = self.workdir / f"kind-{cluster}.yaml"
+            if etcd_dir is not None:  # a new cluster's etcd starts empty (kubeadm refuses old data)
+                shutil.rmtree(etcd_dir, ignore_errors=True)
+                etcd_dir.mkdir(parents=True)
+            config.write_text(kind_config(job_controller=job_controller, etcd_host_dir=etcd_dir))
+            self.run(str(self.kind), "create", "cluster", "--name", cluster, "--image", node_image, "--config",
+                     str(config), "--wait", "180s", "--kubeconfig", str(self.kubeconfig(cluster)),
+                     what=f"kind create cluster {cluster}", timeout=400)
         self.kubeconfig(cluster).write_text(self.run(str(self.kind), "get", "kubeconfig", "--name", cluster,
                                                      what="kind get kubeconfig", quiet=True))
-
-    def _make(self, cluster: str, node_image: str, job_controller: bool, api_server_port: int | None,
-              etcd_dir: Path | None) -> None:
-        config = self.workdir / f"kind-{cluster}.yaml"
-        if etcd_dir is not None:  # a new cluster's etcd starts empty (kubeadm refuses old data)
-            shutil.rmtree(etcd_dir, ignore_errors=True)
-            etcd_dir.mkdir(parents=True)
-        config.write_text(kind_config(job_controller=job_controller, etcd_host_dir=etcd_dir,
-                                      api_server_port=api_server_port))
-        self.run(str(self.kind), "create", "cluster", "--name", cluster, "--image", node_image, "--config",
-                 str(config), "--wait", "180s", "--kubeconfig", str(self.kubeconfig(cluster)),
-                 what=f"kind create cluster {cluster}", timeout=400)
 
     def internal_server(self, cluster: str) -> str:
         """The API server as other containers on the kind network reach it (``--internal``)."""
@@ -355,11 +314,11 @@ class Kind:
             shutil.rmtree(etcd_dir, ignore_errors=True)
 
 
-def _no_jobs_cluster(k: Kind, opts: KindOptions, node_image: str, workload_image: str, port: int) -> float:
+def _no_jobs_cluster(k: Kind, opts: KindOptions, node_image: str, workload_image: str) -> float:
     """``<prefix>-no-jobs``: made, usable, the workload image loaded; returns the seconds it took."""
     t0 = time.monotonic()
     name = opts.no_jobs_cluster_name
-    k.create(name, node_image, job_controller=False, api_server_port=port)
+    k.create(name, node_image, job_controller=False)
     k.wait_usable(name)
     k.load(workload_image, [name])
     return time.monotonic() - t0
@@ -530,18 +489,13 @@ def up(opts: KindOptions, *, fresh: bool = False, stop_engine_on_failure: bool =
         if fresh:
             down(opts, stop_engine=False)
         main = [c for c in opts.all_clusters() if c != opts.no_jobs_cluster_name]
-        # Every cluster is made at once, each on a host port chosen here (two `kind create`s left to
-        # choose their own may pick the same one); the no-jobs cluster goes on while the others are
-        # deployed.
-        ports = dict(zip(opts.all_clusters(), free_ports(len(opts.all_clusters())), strict=True))
-        with ThreadPoolExecutor(max_workers=len(main), thread_name_prefix="kind-create") as creates, \
-                ThreadPoolExecutor(max_workers=1, thread_name_prefix="kind-no-jobs") as pool, \
+        for c in main:
+            k.create(c, imgs.node)
+        # The no-jobs cluster is made while the others settle and get deployed: after their
+        # `kind create`s, since concurrent ones may pick the same free host port.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kind-no-jobs") as pool, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="kind-jobset") as jobset_pool:
-            made = [creates.submit(k.create, c, imgs.node, api_server_port=ports[c]) for c in main]
-            no_jobs = pool.submit(_no_jobs_cluster, k, opts, imgs.node, imgs.workload,
-                                  ports[opts.no_jobs_cluster_name]) if opts.no_jobs_cluster else None
-            for f in made:
-                f.result()
+            no_jobs = pool.submit(_no_jobs_cluster, k, opts, imgs.node, imgs.workload) if opts.no_jobs_cluster else None
             for c in main:
                 k.wait_usable(c)
             jobset = jobset_pool.submit(_install_jobset, k, main, _jobset_overlay(opts, imgs.jobset),

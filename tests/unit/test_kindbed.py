@@ -125,17 +125,6 @@ def test_kind_config_disables_only_the_job_controller() -> None:
     assert "extraMounts" not in plain["nodes"][0]
 
 
-def test_clusters_made_at_once_get_host_ports_chosen_apart() -> None:
-    ports = clusters.free_ports(3)
-    assert len(set(ports)) == 3 and all(p > 0 for p in ports)
-    doc = yaml.safe_load(clusters.kind_config(api_server_port=ports[0]))
-    assert doc["networking"] == {"apiServerAddress": "127.0.0.1", "apiServerPort": ports[0]}
-    assert "networking" not in yaml.safe_load(clusters.kind_config())  # kind's own choice otherwise
-    taken = clusters.KindError("kind create cluster p-worker-1: ... Bind for 127.0.0.1:41234 failed: "
-                               "port is already allocated")
-    assert clusters._port_taken(taken) and not clusters._port_taken(clusters.KindError("timed out"))
-
-
 def test_kind_etcd_lives_in_a_host_tmpfs_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JOBMIRROR_SCRATCH", str(tmp_path))
     where = clusters.etcd_host_dir("p-worker-1")
