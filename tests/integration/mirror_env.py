@@ -12,6 +12,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from clusterbed.cluster import ClusterSpec, LocalCluster
@@ -24,6 +25,7 @@ from mirror.naming import LABEL_ORIGIN_UID
 from testkit.copies import CopyRecorder
 from testkit.jobs import cond
 from testkit.jobs import make_job as make_job  # re-exported: the tests import it from here
+from testkit.tcpproxy import FreezableProxy, route_kubeconfig, server_of
 from tests.conftest import MANAGER, WORKER_1, WORKER_2, ensure_namespace, wait_for
 
 
@@ -103,6 +105,16 @@ class MirrorEnv:
 
     def config_with(self, **over: Any) -> Config:
         return self.config.model_copy(update=over)
+
+    async def worker_via_proxy(self, worker: str, scratch: Path) -> tuple[FreezableProxy, Config]:
+        """A proxy the test can freeze in front of ``worker``'s API server (started; close it), and the
+        env's config with the controller's connection to that worker routed through it. The test's
+        own clients (``workers``) still reach the worker directly."""
+        kubeconfig = self.clusters[worker].kubeconfig
+        proxy = FreezableProxy(*server_of(kubeconfig))
+        routed = route_kubeconfig(kubeconfig, scratch / f"{worker}-via-proxy.yaml", await proxy.start())
+        workers = [w.model_copy(update={"kubeconfig": routed}) if w.name == worker else w for w in self.config.workers]
+        return proxy, self.config_with(workers=workers)
 
     async def start(self, cfg: Config | None = None) -> MirrorController:
         ctrl = MirrorController(cfg or self.config)

@@ -23,7 +23,6 @@ from jobapi.times import format_time
 from kruntime.client import ClusterClient
 from kruntime.resources import JOBS, PODS
 from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER
-from testkit.tcpproxy import FreezableProxy, route_kubeconfig, server_of
 from tests.conftest import wait_for
 from tests.integration.mirror_env import MirrorEnv, cond, make_job, mirror_env
 
@@ -194,14 +193,10 @@ async def test_stale_copy_that_finished_during_a_partition_decides_the_outcome(
     nothing can run (its kwok stopped). When worker-2 is visible again, its finished copy
     decides: StaleCopyOutcomeUsed, Complete with that run's counters, both copies deleted."""
     async with mirror_env(client_for, cluster, ns, worker_lost_timeout=3.0) as env:
-        w2_kc = env.clusters["worker-2"].kubeconfig
-        proxy = FreezableProxy(*server_of(w2_kc))
-        port = await proxy.start()
-        workers = [w.model_copy(update={"kubeconfig": route_kubeconfig(w2_kc, tmp_path / "w2.yaml", port)})
-                   if w.name == "worker-2" else w for w in env.config.workers]
+        proxy, routed = await env.worker_via_proxy("worker-2", tmp_path)
         target = env.clusters["worker-1"]  # where the Job is re-dispatched
         try:
-            await env.start(env.config_with(workers=workers))
+            await env.start(routed)
             created = await env.create(make_job("stale", duration_ms=12000, annotations={ANNOTATION_PIN: "worker-2"}))
             uid = str(created["metadata"]["uid"])
 

@@ -22,7 +22,6 @@ from kruntime.ratelimit import current_wait
 from kruntime.resources import JOBS, PODS, Obj, Resource
 from mirror import metrics
 from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_DELETE_PROPAGATION, ANNOTATION_PIN, FINALIZER
-from testkit.tcpproxy import FreezableProxy, route_kubeconfig, server_of
 from tests.conftest import wait_for
 from tests.integration.mirror_env import MirrorEnv, make_job, mirror_env
 
@@ -164,14 +163,10 @@ async def test_a_create_whose_answer_was_lost_is_deleted_before_the_moved_job_is
     through the test's own client, and the controller's call ends as a dropped connection does."""
     async with mirror_env(client_for, cluster, ns, worker_lost_timeout=3.0, request_timeout=2.0) as env:
         env.expect_errors("transport")
-        w1_kc = env.clusters["worker-1"].kubeconfig
-        proxy = FreezableProxy(*server_of(w1_kc))
-        port = await proxy.start()
-        workers = [w.model_copy(update={"kubeconfig": route_kubeconfig(w1_kc, tmp_path / "w1.yaml", port)})
-                   if w.name == "worker-1" else w for w in env.config.workers]
+        proxy, routed = await env.worker_via_proxy("worker-1", tmp_path)
         w1 = env.workers["worker-1"]  # the test's own client: not through the proxy
         try:
-            ctrl = await env.start(env.config_with(workers=workers))
+            ctrl = await env.start(routed)
 
             async def both_healthy() -> bool:
                 return len(ctrl.workers) == 2 and all(w.healthy for w in ctrl.workers.values())
