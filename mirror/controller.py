@@ -257,7 +257,7 @@ class MirrorController:
                                   manager=self.informers[kind.name].get(key)):
                     return
                 changed = etype != "DELETED" and status_changed(old, new)
-                pending = bool(uid) and reconciler.status_lag.pending_for(uid or "") is not None
+                pending = bool(uid and reconciler.status_lag.pending_for(uid) is not None)
                 if uid and changed:
                     reconciler.status_lag.changed(uid, worker)
                 hold = event_hold(old, new, pending=pending, period=self.cfg.status_batch_period) if changed else 0.0
