@@ -24,9 +24,13 @@ PODS = "pods"
 
 def _add(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
     out = dict(a)
-    for k, v in b.items():
-        out[k] = out.get(k, 0) + v
+    _add_into(out, b)
     return out
+
+
+def _add_into(total: Resources, more: Mapping[str, int]) -> None:
+    for k, v in more.items():
+        total[k] = total.get(k, 0) + v
 
 
 def _max(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
@@ -39,21 +43,22 @@ def _max(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
 def container_requests(container: Mapping[str, Any]) -> Resources:
     """One container's requests; a resource with only a limit requests the limit."""
     res = container.get("resources") or {}
-    limits = amounts(res.get("limits"))
-    return {**limits, **amounts(res.get("requests"))}
+    requested = amounts(res.get("requests"))
+    missing = {name: q for name, q in (res.get("limits") or {}).items() if name not in requested}
+    return {**amounts(missing), **requested} if missing else requested
 
 
 def pod_requests(pod_spec: Mapping[str, Any]) -> Resources:
     """The effective request of a pod with this spec (without the ``pods`` slot)."""
     regular: Resources = {}
     for c in pod_spec.get("containers") or []:
-        regular = _add(regular, container_requests(c))
+        _add_into(regular, container_requests(c))
     sidecars: Resources = {}
     init_peak: Resources = {}
     for c in pod_spec.get("initContainers") or []:
         r = container_requests(c)
         if c.get("restartPolicy") == "Always":  # a sidecar: runs from here on, beside everything after it
-            sidecars = _add(sidecars, r)
+            _add_into(sidecars, r)
             init_peak = _max(init_peak, sidecars)
         else:
             init_peak = _max(init_peak, _add(r, sidecars))

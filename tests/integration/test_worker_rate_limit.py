@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime import metrics as runtime_metrics
@@ -39,6 +40,9 @@ N = 60
 #: Jobs on the unlimited worker, for the reference figure of passes per Job
 REFERENCE = 20
 QPS, BURST = 5.0, 10
+#: a histogram bound of kube-apiserver's request durations, below our slowCallSeconds (3 s): the
+#: call we time also crosses our loop and the network
+SERVER_SLOW = 2.0
 
 
 def value(metric: object, *labels: str) -> float:
@@ -75,8 +79,8 @@ async def test_a_rate_limited_worker_takes_jobs_at_its_token_rate(
         client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:
     """20 Jobs on an unlimited worker (the reference), then 60 on a worker whose client runs at 5 QPS /
     burst 10: copies made at >= 0.8 x (worker QPS / the worker calls each Job took, counted by the
-    client); passes per Job <= the reference's + the parks; parks <= 2.5 per Job; nothing judged slow;
-    no GET of a copy answered 404"""
+    client); passes per Job <= the reference's + the parks; parks <= 2.5 per Job; nothing judged slow
+    that the worker's API server did not itself take over 2 s for; no GET of a copy answered 404"""
     async with mirror_env(client_for, cluster, ns, workers=(WORKER_1, WORKER_2)) as env:
         limited = Worker(name=WORKER_1.name, kubeconfig=env.clusters[WORKER_1.name].kubeconfig, qps=QPS, burst=BURST)
         free = Worker(name=WORKER_2.name, kubeconfig=env.clusters[WORKER_2.name].kubeconfig)
@@ -94,6 +98,8 @@ async def test_a_rate_limited_worker_takes_jobs_at_its_token_rate(
         client = worker.client
         sent0, wait0 = client.requests_sent, client.token_wait_seconds
         slow0 = value(metrics.WORKER_SLOW_CALLS, WORKER_1.name)
+        admin = await client_for(WORKER_1)
+        server_slow0 = await requests_served_slower_than(admin, SERVER_SLOW)
         missing0 = value(runtime_metrics.API_REQUESTS, WORKER_1.name, "GET", "404")
         busy0 = busy_by_reason(WORKER_1.name)
         copied_in, passes = await run_jobs(env, WORKER_1.name, "rl", N)
@@ -107,12 +113,41 @@ async def test_a_rate_limited_worker_takes_jobs_at_its_token_rate(
                     "(target %.2f), %.2f worker calls/Job, passes ended busy %s, token wait %.1fs in all",
                     QPS, BURST, passes_per_job, reference, rate, target, calls_per_job, busy,
                     client.token_wait_seconds - wait0)
-        assert value(metrics.WORKER_SLOW_CALLS, WORKER_1.name) == slow0, worker.describe()
-        assert worker.slow() is None
+        # On a machine shared with other CI lanes the API server itself may take seconds (17 calls once):
+        # that is a slow worker, rightly judged. A token wait counted as slowness has no such request.
+        judged_slow = value(metrics.WORKER_SLOW_CALLS, WORKER_1.name) - slow0
+        server_slow = await requests_served_slower_than(admin, SERVER_SLOW) - server_slow0
+        log.warning("calls judged slow: %d; requests worker-1's API server took over %gs: %d", judged_slow,
+                    SERVER_SLOW, server_slow)
+        assert judged_slow <= server_slow, worker.describe()
+        assert worker.slow() is None or server_slow > 0
         assert value(runtime_metrics.API_REQUESTS, WORKER_1.name, "GET", "404") == missing0
         assert rate >= target, (rate, target, calls_per_job)
         assert parks_per_job <= 2.5, busy
         assert passes_per_job <= reference + parks_per_job + 0.5, (passes_per_job, reference, busy)
+
+
+async def requests_served_slower_than(admin: ClusterClient, seconds: float) -> int:
+    """Requests (watches aside) the API server behind ``admin`` took longer than ``seconds`` to serve,
+    by its own ``apiserver_request_duration_seconds``."""
+    resp = await admin._send("GET", "/metrics")
+    text = (await resp.read()).decode()
+    resp.release()
+    total = within = 0.0
+    bounds: set[float] = set()
+    for family in text_string_to_metric_families(text):
+        if family.name != "apiserver_request_duration_seconds":
+            continue
+        for sample in family.samples:
+            if sample.labels.get("verb") in ("WATCH", "CONNECT"):
+                continue
+            if sample.name.endswith("_count"):
+                total += sample.value
+            elif sample.name.endswith("_bucket"):
+                bounds.add(float(sample.labels["le"]))
+                within += sample.value if float(sample.labels["le"]) == seconds else 0.0
+    assert seconds in bounds, f"no {seconds}s bucket in apiserver_request_duration_seconds: {sorted(bounds)}"
+    return int(total - within)
 
 
 def busy_by_reason(worker: str) -> dict[str, float]:
