@@ -22,7 +22,7 @@ import random
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal, Protocol
 
-from kruntime import metrics
+from kruntime import heap, metrics
 from kruntime.client import ApiError, ClusterClient
 from kruntime.ratelimit import exponential_backoff
 from kruntime.resources import Obj, Resource, key_of
@@ -33,6 +33,8 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Handler = Callable[[EventType, Obj | None, Obj], Awaitable[None] | None]
 #: The index values of one object (usually zero or one).
 IndexFunc = Callable[[Obj], Iterable[str]]
+#: objects compared or delivered between two yields to the loop during a relist
+_YIELD_EVERY = 1000
 
 
 class Informer:
@@ -132,26 +134,39 @@ class Informer:
                                                           field_selector=self.field_selector):
             fresh.update((key_of(o), self._slim(o)) for o in page if self.keep(o))
             rv = page_rv
+            heap.settle()  # what is kept of the page is long-lived: no collection walks it again
         metrics.RELISTS.labels(self.client.name, self.resource.plural).inc()
+        # A relist of a million pods must not hold the loop the Lease and probes share: the
+        # comparison and the events yield every _YIELD_EVERY objects. Until the swap, readers see
+        # the old cache whole; after it, the cache and the indexes agree before any handler runs.
         old_cache = self.cache
-        self.cache = fresh
-        self._rv = rv
-        for k, obj in old_cache.items():
-            if k not in fresh:
-                self._reindex(k, obj, None)
-        for k, obj in fresh.items():
+        gone = [k for k in old_cache if k not in fresh]
+        changed: list[str] = []
+        for i, (k, obj) in enumerate(fresh.items()):
             prev = old_cache.get(k)
             if prev is None or _rv(prev) != _rv(obj):
-                self._reindex(k, prev, obj)
-        for k, obj in old_cache.items():
-            if k not in fresh:
-                await self._emit("DELETED", obj, obj)
-        for k, obj in fresh.items():
+                changed.append(k)
+            if i % _YIELD_EVERY == _YIELD_EVERY - 1:
+                await asyncio.sleep(0)
+        self.cache = fresh
+        self._rv = rv
+        for k in gone:
+            self._reindex(k, old_cache[k], None)
+        for k in changed:
+            self._reindex(k, old_cache.get(k), fresh[k])
+        for i, k in enumerate(gone):
+            await self._emit("DELETED", old_cache[k], old_cache[k])
+            if i % _YIELD_EVERY == _YIELD_EVERY - 1:
+                await asyncio.sleep(0)
+        for i, k in enumerate(changed):
             prev = old_cache.get(k)
             if prev is None:
-                await self._emit("ADDED", None, obj)
-            elif _rv(prev) != _rv(obj):
-                await self._emit("MODIFIED", prev, obj)
+                await self._emit("ADDED", None, fresh[k])
+            else:
+                await self._emit("MODIFIED", prev, fresh[k])
+            if i % _YIELD_EVERY == _YIELD_EVERY - 1:
+                await asyncio.sleep(0)
+        heap.settle()  # the new cache is long-lived: later collections need not walk it
 
     async def _watch_once(self) -> None:
         async for ev in self.client.watch(
