@@ -1,4 +1,7 @@
-"""A relist of 200,000 pods never holds the event loop the Lease and probes share (issue 38 item 4).
+"""A relist of many pods never holds the event loop the Lease and probes share (issue 38 item 4).
+
+20,000 pods here (a few seconds); ``JOBMIRROR_RELIST_PODS=200000`` runs the issue's size (about a
+minute on 2 cores; the figure is in docs/performance.md).
 
 The pods come in pages of 500 as from an API server, through the room view's own transform
 (slim_pod) and a handler that counts them as the room view's does; beside the relist a leader
@@ -10,6 +13,7 @@ of the loop.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,7 +24,7 @@ from kruntime.resources import PODS, Obj, Resource
 from mirror.room.view import Loads, slim_pod
 from testkit.fakecluster import FakeApiServer
 
-PODS_LISTED = 20_000
+PODS_LISTED = int(os.environ.get("JOBMIRROR_RELIST_PODS", "20000"))
 PAGE = 500
 #: the longest the loop may be held by the relist: a page of 500 pods slimmed in one step is ~50 ms
 #: here, a full collection of the cache once was ~0.2 s per 20,000 pods
@@ -65,7 +69,7 @@ class Watchdog:
             self.largest_busy = max(self.largest_busy, min(late, time.thread_time() - cpu))
 
 
-async def test_a_200000_pod_relist_yields_and_the_lease_is_renewed_throughout() -> None:
+async def test_a_large_relist_yields_and_the_lease_is_renewed_throughout() -> None:
     lister = PagedPods()
     informer = Informer(lister, PODS, transform=slim_pod)  # type: ignore[arg-type]
     loads = Loads()
