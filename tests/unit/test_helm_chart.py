@@ -242,6 +242,13 @@ def test_release_name_and_namespace_flow_into_identities(helm: Path, tmp_path: P
     binding = next(o for o in objs if o["kind"] == "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prod-jobmirror", "namespace": "ops"}]
     assert config_of(objs, tmp_path).leader_election.namespace == "ops"
+    schemas = {o["metadata"]["name"]: o["spec"] for o in objs if o["kind"] == "FlowSchema"}
+    assert set(schemas) == {"prod-jobmirror", "prod-jobmirror-leader-election"}
+    for spec in schemas.values():
+        assert spec["rules"][0]["subjects"] == [
+            {"kind": "ServiceAccount", "serviceAccount": {"name": "prod-jobmirror", "namespace": "ops"}}]
+    assert schemas["prod-jobmirror"]["priorityLevelConfiguration"] == {"name": "prod-jobmirror"}
+    assert schemas["prod-jobmirror-leader-election"]["rules"][0]["resourceRules"][0]["namespaces"] == ["ops"]
 
 
 def test_inspect_toggles(helm: Path, tmp_path: Path) -> None:
@@ -265,12 +272,16 @@ def test_inspect_toggles(helm: Path, tmp_path: Path) -> None:
 
 
 def test_toggles(helm: Path, tmp_path: Path) -> None:
-    """admission policy, leader election, existing Secret, image, replicas, resources"""
+    """admission policy, flow control, leader election, existing Secret, image, replicas, resources"""
     kinds = {o["kind"] for o in render(helm, {"admissionPolicy": {"enabled": False}}, tmp=tmp_path)}
     assert not kinds & {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
+    kinds = {o["kind"] for o in render(helm, {"flowControl": {"enabled": False}}, tmp=tmp_path)}
+    assert not kinds & {"FlowSchema", "PriorityLevelConfiguration"}
+
     objs = render(helm, {"leaderElection": {"enabled": False}, "replicas": 1}, tmp=tmp_path)
-    assert not [o for o in objs if o["kind"] in ("Role", "RoleBinding") and "leader" in o["metadata"]["name"]]
+    assert not [o for o in objs if o["kind"] in ("Role", "RoleBinding", "FlowSchema")
+                and "leader" in o["metadata"]["name"]]
     assert next(o for o in objs if o["kind"] == "Deployment")["spec"]["replicas"] == 1
     assert config_of(objs, tmp_path).leader_election.enabled is False
 
