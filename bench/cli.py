@@ -95,6 +95,9 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--cleanup-timeout", type=float, default=60.0, help="seconds to wait for remote copies to go")
     k.add_argument("--idle-window", type=float, default=5.0,
                    help="seconds of idle API-server traffic measured before each run (subtracted per Job)")
+    k.add_argument("--repeats", type=int, default=1,
+                   help="runs of every contender per size, in alternating order; the JSON's summary and the table "
+                        "give median and spread (min-max) over them (default 1)")
     k.add_argument("--shared-bed", action="store_true",
                    help="one bed per size for every contender, each in its own namespace: faster, for smoke tests "
                         "only (the figures are not comparable)")
@@ -266,7 +269,7 @@ async def _compare(args: argparse.Namespace) -> tuple[Path, Path]:
     opts = compare.CompareOptions(
         sizes=args.sizes, out=args.out, worker_nodes=args.worker_nodes, pod_duration=args.pod_duration,
         create_concurrency=args.create_concurrency, timeout=args.timeout, cleanup_timeout=args.cleanup_timeout,
-        idle_window=args.idle_window, shared_bed=args.shared_bed)
+        idle_window=args.idle_window, shared_bed=args.shared_bed, repeats=args.repeats)
     if args.contenders:
         opts.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     name = args.name or ("compare" + ("" if args.sizes == DEFAULT_SIZES else "-" + "-".join(map(str, args.sizes))))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import statistics
 import sys
 import time
 import uuid
@@ -109,6 +110,9 @@ class CompareOptions:
     #: contender, for smoke tests only (a contender then runs beside the previous one's leftovers:
     #: its pods' deletion, caches, etcd history), so its figures are not comparable
     shared_bed: bool = False
+    #: runs of every contender per size, the order alternating between them: figures are reported as
+    #: median and spread (min-max) over the repeats
+    repeats: int = 1
 
 
 class Running:
@@ -387,9 +391,10 @@ async def run(opts: CompareOptions) -> dict[str, Any]:
     if opts.shared_bed:
         result["notes"].append("shared bed: every contender of a size ran on the same clusters, each in its own "
                                "namespace (a smoke test's shortcut): the figures are not comparable")
-    for i, n in enumerate(opts.sizes):
+    rounds = [(n, rep) for n in opts.sizes for rep in range(max(1, opts.repeats))]
+    for i, (n, rep) in enumerate(rounds):
         order = order_for(opts.contenders, i)
-        row: dict[str, Any] = {"jobs": n, "order": order, "results": {}}
+        row: dict[str, Any] = {"jobs": n, "repeat": rep + 1, "order": order, "results": {}}
         shared: tuple[ClusterBed, dict[str, LocalCluster]] | None = None
         try:
             for key in order:
@@ -418,7 +423,39 @@ async def run(opts: CompareOptions) -> dict[str, Any]:
         row["ratios"] = ratios(row["results"])
         result["runs"].append(row)
     result["loadAverage"]["end"] = load()
+    result["summary"] = over_repeats(result["runs"])
     return result
+
+
+#: the headline figures summarised over repeats (a timed-out or failed run counts as missing)
+SUMMARISED = ("dispatchesPerSecond", "cpuMsPerJob", "dispatchP99", "statusP99", "managerOwnPerJob", "workersPerJob",
+              "allCompleteSeconds")
+
+
+def spread(values: list[float | None]) -> dict[str, float | int | None]:
+    """Median, min and max of the known values, and how many runs gave one."""
+    known = sorted(v for v in values if v is not None)
+    if not known:
+        return {"median": None, "min": None, "max": None, "runs": 0}
+    return {"median": round(statistics.median(known), 3), "min": known[0], "max": known[-1], "runs": len(known)}
+
+
+def over_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per size: each contender's headline figures and each same-run ratio as median and spread."""
+    out: dict[str, Any] = {}
+    for n in dict.fromkeys(r["jobs"] for r in runs):
+        rows = [r for r in runs if r["jobs"] == n]
+        contenders: dict[str, dict[str, Any]] = {}
+        for key in dict.fromkeys(k for r in rows for k in r["results"]):
+            heads = [headline(r["results"][key]) for r in rows if key in r["results"]]
+            good = [h for h in heads if "error" not in h and not h["timedOut"]]
+            flat = [{**h, "dispatchP99": h["dispatch"]["p99"], "statusP99": h["status"]["p99"]} for h in good]
+            contenders[key] = {m: spread([h[m] for h in flat]) for m in SUMMARISED}
+            contenders[key]["failedOrTimedOut"] = len(heads) - len(good)
+        ratio_keys = dict.fromkeys(k for r in rows for k in r.get("ratios") or {})
+        out[str(n)] = {"repeats": len(rows), "contenders": contenders,
+                       "ratios": {k: spread([(r.get("ratios") or {}).get(k) for r in rows]) for k in ratio_keys}}
+    return out
 
 
 async def _bed(opts: CompareOptions, result: dict[str, Any], what: str) -> tuple[ClusterBed, dict[str, LocalCluster]]:
@@ -525,6 +562,8 @@ def markdown_table(result: dict[str, Any]) -> str:
                 f"{'/'.join(f(h['status'][q]) for q in ('p50', 'p95', 'p99'))} | "
                 f"{f(h['managerPerJob'])} · {f(h['workersPerJob'])} | {f(h['managerOwnPerJob'])} | "
                 f"{f(h['cpuSeconds'])} ({f(h['cpuMsPerJob'])}) | {f(h['peakRssMiB'])} |")
+    if any(v["repeats"] > 1 for v in (result.get("summary") or {}).values()):
+        lines += ["", *repeats_table(result)]
     shown = [(k, label) for k, label in RATIO_LABELS if any((r.get("ratios") or {}).get(k) is not None
                                                             for r in result["runs"])]
     if shown:
@@ -533,6 +572,29 @@ def markdown_table(result: dict[str, Any]) -> str:
         lines += [f"| {r['jobs']} | " + " | ".join(f((r.get("ratios") or {}).get(k)) for k, _ in shown) + " |"
                   for r in result["runs"]]
     return "\n".join(lines)
+
+
+def repeats_table(result: dict[str, Any]) -> list[str]:
+    """Median (min-max) over the repeats of each size, per contender, then the same-run ratios."""
+    def m(s: dict[str, Any]) -> str:
+        if s["median"] is None:
+            return "-"
+        return f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})"
+
+    lines = ["| Jobs | contender | runs | dispatches/s | CPU ms/Job | dispatch p99 (s) | status p99 (s) | "
+             "own manager calls/Job |", "|---|---|---|---|---|---|---|---|"]
+    for n, size in result["summary"].items():
+        for key, c in size["contenders"].items():
+            lines.append(f"| {n} | {result['contenders'][key]['label']} | {c['dispatchesPerSecond']['runs']}"
+                         f"/{size['repeats']} | {m(c['dispatchesPerSecond'])} | {m(c['cpuMsPerJob'])} | "
+                         f"{m(c['dispatchP99'])} | {m(c['statusP99'])} | {m(c['managerOwnPerJob'])} |")
+    ratio_rows = [(n, k, s) for n, size in result["summary"].items() for k, s in size["ratios"].items()
+                  if s["median"] is not None]
+    if ratio_rows:
+        labels = dict(RATIO_LABELS)
+        lines += ["", "| Jobs | same-run ratio | median (min-max) over runs |", "|---|---|---|"]
+        lines += [f"| {n} | {labels.get(k, k)} | {m(s)} |" for n, k, s in ratio_rows]
+    return lines
 
 
 #: the same-run ratios of copies created per second the table shows, when both sides ran

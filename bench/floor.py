@@ -8,21 +8,25 @@
    placement is on record before any copy exists (a restart finds it, never makes a second);
 2. **create** the copy on that worker (round robin; the body from the mirror's own
    :func:`mirror.jobs.remote_copy.build_remote_copy`);
-3. once the copy is terminal, **one status write** on the manager (merge PATCH of the status
-   subresource) built by :func:`mirror.jobs.status_translation.desired_manager_status` — interim
-   and terminal conditions in one write, which the strict Job status validation accepts;
+3. **a status write for each deciding condition, when the worker writes it** (merge PATCH of the
+   status subresource, built by :func:`mirror.jobs.status_translation.desired_manager_status`):
+   the interim ``SuccessCriteriaMet`` / ``FailureTarget`` when the copy shows it, then the terminal
+   condition — jobmirror's status contract, which never holds a decision back to write it with the
+   next one; a copy seen only once it is terminal gets one write with both;
 4. **delete** the copy (background propagation, uid precondition: its pods go, nobody else's
    object does);
 5. **release** the finalizer (merge PATCH, ``resourceVersion`` precondition).
 
-Three manager writes per Job (claim, status, release), two worker writes: what jobmirror's
-guarantees cost at the least. No interim status, no events, no placement policy, no health
-checks. A manager Job deleted while its copy runs gets steps 4-5 at once. ``bench compare``
-runs it beside :mod:`bench.bare` (no guarantees) at jobmirror's client QPS/burst.
+Four manager writes per Job (claim, interim and terminal status, release), three when the worker
+wrote both conditions at once, two worker writes: what jobmirror's guarantees cost at the least.
+No counters-only status, no events, no placement policy, no health checks. A manager Job deleted
+while its copy runs gets steps 4-5 at once. ``bench compare`` runs it beside :mod:`bench.bare` (no
+guarantees) at jobmirror's client QPS/burst, on the same event loop (uvloop) as jobmirror.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Callable
 
@@ -66,6 +70,17 @@ def claim_patch(job: Obj, worker: str, origin: str) -> Obj | None:
     }}
 
 
+#: the conditions that decide a Job before its terminal one (the strict validation's interim ones)
+INTERIM = ("SuccessCriteriaMet", "FailureTarget")
+
+
+def interim_to_write(copy: Obj, written: Obj) -> bool:
+    """The copy shows a deciding interim condition that the manager Job as last written lacks
+    (and is not terminal yet: the terminal write carries it)."""
+    return (kubetime.terminal_condition(copy) is None
+            and any(kubetime.condition_true(copy, t) and not kubetime.condition_true(written, t) for t in INTERIM))
+
+
 def release_patch(job: Obj) -> Obj | None:
     """The write that drops our finalizer (resourceVersion precondition); None when it is not there."""
     md = job["metadata"]
@@ -87,6 +102,8 @@ class Floor(Minimal):
         super().__init__(manager, workers, namespace, origin, concurrency)
         #: claimed Jobs not yet released, as our last write returned them
         self.placed: dict[str, Obj] = {}
+        #: the interim status write of a Job, awaited before its terminal one
+        self.interim: dict[str, asyncio.Future[Obj | None]] = {}
 
     def on_manager(self, etype: str, old: Obj | None, new: Obj) -> None:
         name = new["metadata"]["name"]
@@ -105,11 +122,13 @@ class Floor(Minimal):
     def worker_handler(self, worker: str) -> Handler:
         def handle(etype: str, old: Obj | None, new: Obj) -> None:
             name = new["metadata"]["name"]
-            if (etype == "DELETED" or name in self.finished or name not in self.placed
-                    or kubetime.terminal_condition(new) is None):
+            if etype == "DELETED" or name in self.finished or name not in self.placed:
                 return
-            self.finished.add(name)
-            self.spawn(self._finish(worker, new))
+            if kubetime.terminal_condition(new) is not None:
+                self.finished.add(name)
+                self.spawn(self._finish(worker, new))
+            elif name not in self.interim and interim_to_write(new, self.placed[name]):
+                self.interim[name] = asyncio.ensure_future(self._write_status(new))
         return handle
 
     async def _dispatch(self, job: Obj) -> None:
@@ -123,11 +142,22 @@ class Floor(Minimal):
         body = build_remote_copy(claimed, origin=self.origin, origin_cluster="manager", remote_name=name)
         await self.retry(f"create {name} in {worker}", lambda: self.workers[worker].create(JOBS, self.namespace, body))
 
-    async def _finish(self, worker: str, copy: Obj) -> None:
+    async def _write_status(self, copy: Obj) -> Obj | None:
+        """One status write from the copy; the manager Job as written (None: refused, logged)."""
         name = copy["metadata"]["name"]
         status = desired_manager_status(self.placed[name], copy, utcnow())
         written = await self.retry(f"status {name}", lambda: self.manager.patch(
             JOBS, self.namespace, name, {"status": status}, subresource="status"))
+        if written:
+            self.placed[name] = written
+        return written
+
+    async def _finish(self, worker: str, copy: Obj) -> None:
+        name = copy["metadata"]["name"]
+        interim = self.interim.pop(name, None)
+        if interim is not None:
+            await interim  # its merge patch of the conditions must not land after this one
+        written = await self._write_status(copy)
         if written is None:
             return  # refused (logged): the finalizer stays, as does the copy
         await self._clean_up(written or self.placed[name], worker, copy["metadata"].get("uid"))

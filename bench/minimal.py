@@ -23,6 +23,7 @@ from aiohttp import web
 
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer
+from kruntime.lifecycle import run_controller
 from kruntime.resources import JOBS, Obj
 from mirror.identity import selector
 
@@ -160,5 +161,5 @@ def main(argv: list[str] | None, make: type[Minimal], prog: str, description: st
     p.add_argument("--health-port", type=int, required=True)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
-    asyncio.run(run(args, make))
+    run_controller(run(args, make))  # uvloop, as jobmirror runs: contenders on the same event loop
     return 0

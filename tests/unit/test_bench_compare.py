@@ -148,6 +148,31 @@ def test_markdown_table_ends_with_the_same_run_ratios_that_exist() -> None:
                           "| 10 | 0.50 | 0.40 | 0.80 |"]
 
 
+def test_repeats_are_summarised_as_median_and_spread_with_failures_counted_apart() -> None:
+    """three runs of a size: each figure's median, min and max over the runs that finished; a timed-out
+    run is counted, not averaged in; same-run ratios likewise; the table shows them"""
+    def row(rep: int, jm: dict[str, Any], floor_rate: float) -> dict[str, Any]:
+        results = {"floor": _full(floor_rate), "jobmirror": jm}
+        return {"jobs": 10, "repeat": rep, "results": results, "ratios": compare.ratios(results)}
+
+    runs = [row(1, _full(8.0), 10.0), row(2, _full(9.0), 10.0), row(3, _full(1.0, timed_out=True), 12.0)]
+    summary = compare.over_repeats(runs)
+    jm = summary["10"]["contenders"]["jobmirror"]
+    assert summary["10"]["repeats"] == 3 and jm["failedOrTimedOut"] == 1
+    assert jm["dispatchesPerSecond"] == {"median": 8.5, "min": 8.0, "max": 9.0, "runs": 2}
+    assert summary["10"]["contenders"]["floor"]["dispatchesPerSecond"] == {"median": 10.0, "min": 10.0,
+                                                                           "max": 12.0, "runs": 3}
+    # the timed-out run's partial rate (3 copies over 4 s) still makes a same-run ratio, as in the per-run table
+    assert summary["10"]["ratios"]["jobmirrorOverFloor"] == {"median": 0.8, "min": 0.06, "max": 0.9, "runs": 3}
+    assert summary["10"]["ratios"]["jobmirrorOverBare"]["runs"] == 0
+    result = {"contenders": {"floor": {"label": "floor"}, "jobmirror": {"label": "jm"}}, "runs": runs,
+              "summary": summary}
+    table = compare.markdown_table(result).splitlines()
+    assert "| 10 | jm | 2/3 | 8.50 (8.00-9.00) | 50.00 (50.00-50.00) | 0.30 (0.30-0.30) | 0.30 (0.30-0.30) | " \
+           "3.00 (3.00-3.00) |" in table
+    assert "| 10 | jobmirror ÷ floor | 0.80 (0.06-0.90) |" in table
+
+
 @pytest.mark.parametrize(("by", "expected"), [
     # the floor: claim, status, release; the benchmark's creates, lists, watches and the bed's own traffic
     # (leases, endpoints, openapi) are nobody's

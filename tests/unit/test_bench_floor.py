@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bench.floor import claim_patch, placed_on, release_patch
+from bench.floor import claim_patch, interim_to_write, placed_on, release_patch
 from mirror.jobs.status_translation import desired_manager_status
 from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_CLUSTER, ANNOTATION_REMOTE_NAME, FINALIZER
 from testkit.jobs import make_job
@@ -89,10 +89,46 @@ FINAL_IDS = ["complete", "complete-old-worker", "failed", "failed-old-worker"]
 
 @pytest.mark.parametrize("worker_status", FINAL_WORKER_STATUSES, ids=FINAL_IDS)
 def test_one_final_write_from_a_fresh_manager_status_is_accepted(worker_status: dict[str, Any]) -> None:
-    """The floor writes the manager status once: interim and terminal conditions together, from nothing."""
+    """A copy first seen terminal: one write with the interim and terminal conditions together, from nothing."""
     manager = job([FINALIZER], **OURS)
     copy = {**job(), "status": worker_status}
     desired = desired_manager_status(manager, copy, NOW)
     assert validate_status_update(manager, {}, desired) == []
     types = [c["type"] for c in desired["conditions"]]
     assert types in (["SuccessCriteriaMet", "Complete"], ["FailureTarget", "Failed"])
+
+
+INTERIM_STATUSES = [
+    {"conditions": [cond("SuccessCriteriaMet", "CompletionsReached")], "startTime": T0, "succeeded": 1, "ready": 0,
+     "terminating": 0, "uncountedTerminatedPods": {}},
+    {"conditions": [cond("FailureTarget", "BackoffLimitExceeded")], "startTime": T0, "failed": 1, "ready": 0,
+     "terminating": 0, "uncountedTerminatedPods": {}},
+]
+
+
+@pytest.mark.parametrize(("interim", "final"), [(INTERIM_STATUSES[0], FINAL_WORKER_STATUSES[0]),
+                                                (INTERIM_STATUSES[1], FINAL_WORKER_STATUSES[2])],
+                         ids=["success", "failure"])
+def test_each_deciding_condition_is_written_when_the_worker_writes_it(interim: dict[str, Any],
+                                                                      final: dict[str, Any]) -> None:
+    """jobmirror's status contract, which the floor now keeps too: the interim condition in its own write,
+    then the terminal one; both accepted by the strict validation, and nothing written twice."""
+    manager = job([FINALIZER], **OURS)
+    first = {**job(), "status": interim}
+    assert interim_to_write(first, manager)
+    desired = desired_manager_status(manager, first, NOW)
+    assert validate_status_update(manager, {}, desired) == []
+    assert [c["type"] for c in desired["conditions"]] == [interim["conditions"][0]["type"]]
+    written = {**manager, "status": desired}
+    assert not interim_to_write(first, written), "written once"
+    done = {**job(), "status": final}
+    assert not interim_to_write(done, written), "the terminal write carries it"
+    terminal = desired_manager_status(written, done, NOW)
+    assert validate_status_update(written, desired, terminal) == []
+    assert len(terminal["conditions"]) == 2
+
+
+def test_a_copy_without_a_deciding_condition_needs_no_interim_write() -> None:
+    manager = job([FINALIZER], **OURS)
+    running = {**job(), "status": {"startTime": T0, "active": 1}}
+    assert not interim_to_write(running, manager)
