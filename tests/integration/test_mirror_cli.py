@@ -47,7 +47,7 @@ async def jobmirror(*args: str) -> Run:
         sys.executable, "-m", "mirror.cli", "--log-format", "text", *args,
         cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=120)  # a cold start under CI load: tens of s
     assert proc.returncode is not None
     return Run(proc.returncode, out.decode(), err.decode())
 
