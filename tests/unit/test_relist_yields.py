@@ -1,7 +1,8 @@
 """A relist of many pods never holds the event loop the Lease and probes share (issue 38 item 4).
 
-20,000 pods here (a few seconds); ``JOBMIRROR_RELIST_PODS=200000`` runs the issue's size (about a
-minute on 2 cores; the figure is in docs/performance.md).
+20,000 pods here (a few seconds); ``JOBMIRROR_RELIST_PODS=200000`` runs the issue's size (~20 s on
+2 cores). Measured on 2026-11-27, two relists of 200,000 pods: the loop's longest busy gap 902 ms and
+27.7 s in all before, 77 ms and 16.3 s after (20,000 pods: 191 ms before, 49 ms after).
 
 The pods come in pages of 500 as from an API server, through the room view's own transform
 (slim_pod) and a handler that counts them as the room view's does; beside the relist a leader
