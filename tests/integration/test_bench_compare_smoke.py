@@ -3,8 +3,8 @@
 MultiKueue is left out on purpose: it needs Kueue built from source (10-20 min on first
 use) and three more processes; ``python -m bench compare`` exercises it. This proves the
 command, the shared measurement path and the JSON/PNG/table for the three Python contenders,
-and that the floor's single status write (interim and terminal conditions at once) is
-accepted by a real API server. The contenders share one bed (``--shared-bed``, each in its own
+and that the floor's status writes (each deciding condition when the worker writes it, as
+jobmirror's) are accepted by a real API server. The contenders share one bed (``--shared-bed``, each in its own
 namespace): three bed bring-ups would cost CI ~25 s more, and the figures are not what is tested.
 """
 
@@ -48,11 +48,14 @@ def test_bench_compare_bare_floor_and_jobmirror_end_to_end(tmp_path: Path) -> No
         assert r["apiRequests"]["byVerb"]["manager"]["POST"] >= 1, key  # the benchmark's own creates at least
         assert r["controller"]["cpuSecondsWorkload"] > 0 and r["controller"]["peakRssMiB"] > 0, key
         assert min(r["samples"]["dispatchWatch"] + r["samples"]["statusWatch"]) >= 0, key
-    # The bare limit writes the manager exactly once per Job (its status patch); the floor three times
-    # (claim, the one status write, release) and nothing else; jobmirror not less.
+    # The bare limit writes the manager exactly once per Job (its status patch); the floor claims and
+    # releases, and writes the status once or twice (the interim condition apart when the worker wrote
+    # it apart), nothing else; jobmirror not less than three.
     own = {k: run["results"][k]["apiRequests"]["managerOwnCalls"] for k in run["results"]}
     assert own["bare"] == {"PATCH jobs status": 1.0, "total": 1.0}
-    assert own["floor"] == {"PATCH jobs": 2.0, "PATCH jobs status": 1.0, "total": 3.0}
+    floor_status = own["floor"]["PATCH jobs status"]
+    assert 1.0 <= floor_status <= 2.0 and own["floor"] == {"PATCH jobs": 2.0, "PATCH jobs status": floor_status,
+                                                           "total": 2.0 + floor_status}, own["floor"]
     assert own["jobmirror"]["total"] >= 3.0
     assert run["results"]["floor"]["controller"]["stopped"]["floor"]["log"]["byLevel"].get("ERROR", 0) == 0
     assert run["ratios"]["jobmirrorOverBare"] is not None and run["ratios"]["jobmirrorOverFloor"] is not None

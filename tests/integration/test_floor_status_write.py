@@ -1,6 +1,7 @@
 """The guarantees floor's one status write is accepted by a REAL API server, on every manager release.
 
-``bench.floor`` writes a manager Job's status once: interim and terminal conditions together
+``bench.floor`` writes each deciding condition when the worker writes it (tests/unit/test_bench_floor.py);
+a copy it first sees at its end gets one write with interim and terminal conditions together
 (``SuccessCriteriaMet`` + ``Complete``, or ``FailureTarget`` + ``Failed``) onto a Job with no
 status yet, built by :func:`mirror.jobs.status_translation.desired_manager_status` from the
 worker's final status — from a current or an old Job controller. The strict Job status
