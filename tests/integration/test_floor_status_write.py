@@ -1,4 +1,4 @@
-"""The guarantees floor's one status write is accepted by a REAL API server, on every manager release.
+"""The guarantees floor's combined status write is accepted by a REAL API server, on every manager release.
 
 ``bench.floor`` writes each deciding condition when the worker writes it (tests/unit/test_bench_floor.py);
 a copy it first sees at its end gets one write with interim and terminal conditions together
