@@ -8,8 +8,9 @@
    placement is on record before any copy exists (a restart finds it, never makes a second);
 2. **create** the copy on that worker (round robin; the body from the mirror's own
    :func:`mirror.jobs.remote_copy.build_remote_copy`);
-3. **a status write for each deciding condition, when the worker writes it** (merge PATCH of the
-   status subresource, built by :func:`mirror.jobs.status_translation.desired_manager_status`):
+3. **a status write for each deciding condition, when the worker writes it** (PUT of the status
+   subresource with the resourceVersion it was computed from, built by
+   :func:`mirror.jobs.status_translation.desired_manager_status`):
    the interim ``SuccessCriteriaMet`` / ``FailureTarget`` when the copy shows it, then the terminal
    condition — jobmirror's status contract, which never holds a decision back to write it with the
    next one; a copy seen only once it is terminal gets one write with both;
@@ -143,11 +144,14 @@ class Floor(Minimal):
         await self.retry(f"create {name} in {worker}", lambda: self.workers[worker].create(JOBS, self.namespace, body))
 
     async def _write_status(self, copy: Obj) -> Obj | None:
-        """One status write from the copy; the manager Job as written (None: refused, logged)."""
+        """One status write from the copy, whole (PUT with the resourceVersion it was computed from, as
+        jobmirror writes it: a merge patch cannot drop the interim write's uncountedTerminatedPods, which
+        a finished Job must not carry); the manager Job as written (None: refused, logged)."""
         name = copy["metadata"]["name"]
-        status = desired_manager_status(self.placed[name], copy, utcnow())
-        written = await self.retry(f"status {name}", lambda: self.manager.patch(
-            JOBS, self.namespace, name, {"status": status}, subresource="status"))
+        job = self.placed[name]
+        body = {**job, "status": desired_manager_status(job, copy, utcnow())}
+        written = await self.retry(f"status {name}", lambda: self.manager.replace(
+            JOBS, self.namespace, name, body, subresource="status"))
         if written:
             self.placed[name] = written
         return written

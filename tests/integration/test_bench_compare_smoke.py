@@ -53,8 +53,8 @@ def test_bench_compare_bare_floor_and_jobmirror_end_to_end(tmp_path: Path) -> No
     # it apart), nothing else; jobmirror not less than three.
     own = {k: run["results"][k]["apiRequests"]["managerOwnCalls"] for k in run["results"]}
     assert own["bare"] == {"PATCH jobs status": 1.0, "total": 1.0}
-    floor_status = own["floor"]["PATCH jobs status"]
-    assert 1.0 <= floor_status <= 2.0 and own["floor"] == {"PATCH jobs": 2.0, "PATCH jobs status": floor_status,
+    floor_status = own["floor"]["PUT jobs status"]
+    assert 1.0 <= floor_status <= 2.0 and own["floor"] == {"PATCH jobs": 2.0, "PUT jobs status": floor_status,
                                                            "total": 2.0 + floor_status}, own["floor"]
     assert own["jobmirror"]["total"] >= 3.0
     assert run["results"]["floor"]["controller"]["stopped"]["floor"]["log"]["byLevel"].get("ERROR", 0) == 0
