@@ -14,6 +14,7 @@ of the loop.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import time
 from collections.abc import AsyncIterator
@@ -112,3 +113,16 @@ async def test_a_large_relist_yields_and_the_lease_is_renewed_throughout() -> No
     assert watchdog.largest_busy < MAX_GAP, f"the relist held the loop {watchdog.largest_busy:.2f}s"
     # Renewed throughout: every 0.2 s asked, at least once a second seen even on a machine shared with CI lanes.
     assert len(renewals) >= took, (len(renewals), took)
+
+
+async def test_relists_in_a_row_keep_nothing_of_the_caches_they_replaced() -> None:
+    """each relist settles its cache out of the collector; the one it replaced is freed all the same"""
+    lister = PagedPods()
+    informer = Informer(lister, PODS, transform=slim_pod)  # type: ignore[arg-type]
+    counts = []
+    for rv in range(1, 7):
+        lister.rv = rv  # every pod changed: a whole new cache each time
+        await informer._relist()
+        counts.append(gc.get_freeze_count())
+    print(f"objects kept out of collections after each relist of {PODS_LISTED} pods: {counts}")
+    assert counts[-1] - counts[1] < PODS_LISTED // 20, counts  # a cache of them is ~4 objects a pod
