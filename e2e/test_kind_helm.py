@@ -45,7 +45,8 @@ KIND_POD_CIDR = "10.244.0.0/16"  # as the overlay's NetworkPolicy (deploy/manage
 #: Namespace stays: the chart installs into it.
 KUSTOMIZE_NAMESPACED = ("deployment,service,poddisruptionbudget,configmap,secret,serviceaccount,role,rolebinding,"
                         "networkpolicy")
-KUSTOMIZE_CLUSTER = "clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding"
+KUSTOMIZE_CLUSTER = ("clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding,"
+                     "flowschema,prioritylevelconfiguration")
 PART_OF = "app.kubernetes.io/part-of=jobmirror"
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 #: Keys the chart sets from its own values, not from `config`.
