@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import statistics
 import sys
 import time
 import uuid
@@ -49,6 +48,7 @@ from bench.mirror_bench import (
     controller_argv,
 )
 from bench.multikueue import KueueSettings, MultiKueue, queued_job
+from bench.stats import summarize
 from bench.workload import Submission, job_manifest, submit
 from clusterbed import versions
 from clusterbed.cluster import ClusterBed, ClusterSpec, LocalCluster, scratch_dir
@@ -434,10 +434,8 @@ SUMMARISED = ("dispatchesPerSecond", "cpuMsPerJob", "dispatchP99", "statusP99", 
 
 def spread(values: list[float | None]) -> dict[str, float | int | None]:
     """Median, min and max of the known values, and how many runs gave one."""
-    known = sorted(v for v in values if v is not None)
-    if not known:
-        return {"median": None, "min": None, "max": None, "runs": 0}
-    return {"median": round(statistics.median(known), 3), "min": known[0], "max": known[-1], "runs": len(known)}
+    s = summarize(values, digits=3)
+    return {"median": s["p50"], "min": s["min"], "max": s["max"], "runs": s["count"]}
 
 
 def over_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:

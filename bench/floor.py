@@ -160,7 +160,7 @@ class Floor(Minimal):
         name = copy["metadata"]["name"]
         interim = self.interim.pop(name, None)
         if interim is not None:
-            await interim  # its merge patch of the conditions must not land after this one
+            await interim  # this write is computed from the Job that one returns (its resourceVersion)
         written = await self._write_status(copy)
         if written is None:
             return  # refused (logged): the finalizer stays, as does the copy
