@@ -8,6 +8,7 @@ and another made before it. Run it with
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -67,7 +68,7 @@ def steady(view: RoomView, shape: PodShape, _: int) -> None:
 
 def after_pod_event(view: RoomView, shape: PodShape, i: int) -> None:
     old = view.pods.cache["ns/p0"]
-    new = {**old, "metadata": {**old["metadata"], "resourceVersion": str(i)}}
+    new = dataclasses.replace(old, version=i)
     view.pods.cache["ns/p0"] = new
     view._on_pod("MODIFIED", old, new)
     view.fit(shape, 1)

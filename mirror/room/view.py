@@ -16,13 +16,13 @@ import logging
 import math
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kruntime.client import ClusterClient
-from kruntime.informer import Informer
+from kruntime.informer import Informer, RecordInformer
 from kruntime.resources import NODES, PODS, PRIORITY_CLASSES, Obj, Resource
 from mirror import metrics
 from mirror.room.fit import NodeRoom, WorkerFit, node_room, pods_fitting_now, worker_fit
@@ -66,28 +66,91 @@ def _log_once(key: str, message: str, *args: object) -> None:
     log.warning(message, *args)
 
 
-def slim_pod(pod: Obj) -> Obj:
-    """What the room view keeps of a pod: its identity, node, effective requests and host ports,
-    the Job it belongs to (to release that Job's reservation as its pods are bound) and whether
-    a DaemonSet controls it.
+K = TypeVar("K", bound=Hashable)
+
+
+class _Sharing(Generic[K]):
+    """One object for equal values seen lately, so pod records share what repeats (a worker's pods
+    come from few templates, sit on few nodes and namespaces, and a Job's pods arrive together).
+    Past ``size`` values the table starts again: it never grows with the pods, and unlike
+    ``sys.intern`` it adds nothing to a table the whole process shares."""
+
+    def __init__(self, size: int) -> None:
+        self._seen: dict[K, K] = {}
+        self._size = size
+
+    def __call__(self, value: K) -> K:
+        if len(self._seen) >= self._size:
+            self._seen.clear()
+        return self._seen.setdefault(value, value)
+
+
+_shared_names: _Sharing[str] = _Sharing(8192)
+_shared_requests: _Sharing[tuple[tuple[str, int], ...]] = _Sharing(4096)
+UNREADABLE = tuple(sorted(UNREADABLE_REQUESTS.items()))
+
+
+@dataclass(slots=True)
+class SlimPod:
+    """What the room view keeps of a pod (never changed once made).
+
+    Slotted, with its repeating parts shared (equal namespace, node and Job names one string,
+    equal requests one tuple): a cached pod costs ~250 B with its key where a dict of the same
+    fields cost ~1,200 (tests/unit/test_room_memory.py). Its name is its cache key's."""
+
+    #: its resourceVersion: an int when it is digits (smaller; only compared for equality)
+    version: int | str
+    namespace: str
+    #: the node it is bound to ("": not bound yet)
+    node: str
+    #: the Job it belongs to (its batch.kubernetes.io/job-name label; "": none)
+    job: str
+    #: whether a DaemonSet controls it
+    daemon: bool
+    #: its effective requests, by resource (sorted)
+    requests: tuple[tuple[str, int], ...]
+    #: its host ports (protocol, port, ip), sorted
+    ports: tuple[tuple[str, int, str], ...]
+    #: the node's pod slots it takes (every slot for a pod whose requests cannot be read)
+    slots: int = 1
+
+
+def _version(rv: object) -> int | str:
+    return int(rv) if isinstance(rv, str) and rv.isdigit() else str(rv or "")
+
+
+def slim_pod(pod: Obj) -> SlimPod:
+    """What the room view keeps of a pod: its node, effective requests and host ports, the Job it
+    belongs to (to release that Job's reservation as its pods are bound) and whether a DaemonSet
+    controls it.
 
     A pod whose requests or ports cannot be read (whoever may create pods in a worker namespace
     writes them) is counted as taking its whole node, and logged once: this runs on every watch
     event of the pod and must not raise, or the room view's watch would stop."""
     md, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-    slim: Obj = {"metadata": {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in md}}
+    version, namespace = _version(md.get("resourceVersion")), md.get("namespace")
+    namespace = _shared_names(namespace) if isinstance(namespace, str) else ""
     try:
-        slim.update(job=(md.get("labels") or {}).get(JOB_NAME_LABEL, ""), daemon=is_daemon_pod(md),
-                    nodeName=spec.get("nodeName") or "", requests=pod_requests(spec),
-                    ports=sorted((p.protocol, p.port, p.ip) for p in host_ports(spec)))
+        job = (md.get("labels") or {}).get(JOB_NAME_LABEL) or ""
+        return SlimPod(version, namespace, _shared_names(spec.get("nodeName") or ""), _shared_names(job),
+                       is_daemon_pod(md), _shared_requests(tuple(sorted(pod_requests(spec).items()))),
+                       tuple(sorted((p.protocol, p.port, p.ip) for p in host_ports(spec))))
     except (ValueError, TypeError, AttributeError, KeyError) as exc:
         _log_once(str(md.get("uid") or f"{md.get('namespace')}/{md.get('name')}"),
                   "pod %s/%s: requests not readable (%s); counted as taking its whole node",
                   md.get("namespace"), md.get("name"), str(exc)[:200])
         node = spec.get("nodeName")
-        slim.update(job="", daemon=False, nodeName=node if isinstance(node, str) else "",
-                    requests=dict(UNREADABLE_REQUESTS), ports=[], slots=HUGE)
-    return slim
+        return SlimPod(version, namespace, _shared_names(node) if isinstance(node, str) else "", "", False,
+                       UNREADABLE, (), HUGE)
+
+
+def pod_version(pod: SlimPod) -> int | str:
+    return pod.version
+
+
+def pod_informer(client: ClusterClient) -> RecordInformer[SlimPod]:
+    """A worker's non-terminal pods, each kept as a :class:`SlimPod`."""
+    return RecordInformer(client, PODS, field_selector=NOT_TERMINAL, transform=slim_pod, version=pod_version)
 
 
 def slim_node(node: Obj) -> Obj:
@@ -155,13 +218,13 @@ class _NodeLoad:
                        ({r: v for r, v in self.daemon_requested.items() if v}, self.daemon_pods,
                         frozenset(p for p, n in self.daemon_ports.items() if n > 0)))
 
-    def add(self, pod: Obj, sign: int) -> None:
-        requests = {r: sign * v for r, v in pod["requests"].items()}
-        ports = {HostPort(proto, port, ip): sign for proto, port, ip in pod["ports"]}
+    def add(self, pod: SlimPod, sign: int) -> None:
+        requests = {r: sign * v for r, v in pod.requests}
+        ports = {HostPort(proto, port, ip): sign for proto, port, ip in pod.ports}
         self.requested.update(requests)
-        self.pods += sign * pod.get("slots", 1)
+        self.pods += sign * pod.slots
         self.ports.update(ports)
-        if pod.get("daemon"):
+        if pod.daemon:
             self.daemon_requested.update(requests)
             self.daemon_pods += sign
             self.daemon_ports.update(ports)
@@ -239,11 +302,11 @@ class Loads:
         self.version = 0
         self._rooms: dict[str, _NodeCache] = {}
 
-    def count(self, pod: Obj | None, sign: int) -> None:
+    def count(self, pod: SlimPod | None, sign: int) -> None:
         """Add (``sign`` 1) or take back (-1) one pod, as :func:`slim_pod` cut it."""
-        if pod is None or "requests" not in pod:
+        if pod is None:
             return
-        node = pod["nodeName"]
+        node = pod.node
         if not node:
             self.pending += sign
             return
@@ -251,8 +314,8 @@ class Loads:
         load.add(pod, sign)
         self.version += 1
         load.version = self.version
-        if pod.get("job"):
-            key = (pod["metadata"].get("namespace", ""), pod["job"])
+        if pod.job:
+            key = (pod.namespace, pod.job)
             self.bound[key] += sign
             if self.bound[key] <= 0:
                 del self.bound[key]
@@ -338,7 +401,7 @@ class RoomView:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.worker = worker
         self.nodes = Informer(client, NODES, transform=slim_node)
-        self.pods = Informer(client, PODS, field_selector=NOT_TERMINAL, transform=slim_pod)
+        self.pods = pod_informer(client)
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node)
         #: the worker's PriorityClasses, by name only: a copy whose pods name one it lacks never
@@ -384,7 +447,7 @@ class RoomView:
         if self.on_room is not None:
             self.on_room(self.worker)
 
-    def informers(self) -> list[Informer]:
+    def informers(self) -> list[RecordInformer[Any]]:
         return [self.nodes, self.pods, self.classes, self.accounts]
 
     def _in_namespaces(self, obj: Obj) -> bool:
@@ -414,11 +477,11 @@ class RoomView:
     def pending(self) -> int:
         return self.loads.pending
 
-    def _on_pod(self, etype: str, old: Obj | None, new: Obj) -> None:
+    def _on_pod(self, etype: str, old: SlimPod | None, new: SlimPod) -> None:
         self.loads.count(old, -1)
         if etype != "DELETED":
             self.loads.count(new, +1)
-        elif old is not None and old.get("nodeName"):  # a bound pod ended (terminal pods leave the
+        elif old is not None and old.node:  # a bound pod ended (terminal pods leave the
             self._room_may_have_appeared()  # watch) or went
 
     def _on_node(self, etype: str, old: Obj | None, new: Obj) -> None:

@@ -121,7 +121,7 @@ def test_a_job_asking_beyond_every_node_never_fits(job_cpu: str, ever: bool, why
 ])
 def test_a_pods_odd_requests_are_counted_never_raised(resources: Any, requests: dict[str, int]) -> None:
     slim, spent = timed(slim_pod, pod("p", "n1", resources))
-    assert slim["requests"] == requests and spent < BUDGET
+    assert dict(slim.requests) == requests and spent < BUDGET
 
 
 def test_a_pod_with_unreadable_requests_takes_its_node_and_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:

@@ -20,10 +20,9 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from kruntime.informer import Informer
 from kruntime.leaderelect import LeaderElector, Timing
-from kruntime.resources import PODS, Obj, Resource
-from mirror.room.view import Loads, slim_pod
+from kruntime.resources import Obj, Resource
+from mirror.room.view import Loads, pod_informer
 from testkit.fakecluster import FakeApiServer
 from testkit.loop_gaps import LoopGaps
 
@@ -59,7 +58,7 @@ class PagedPods:
 
 async def test_a_large_relist_yields_and_the_lease_is_renewed_throughout() -> None:
     lister = PagedPods()
-    informer = Informer(lister, PODS, transform=slim_pod)  # type: ignore[arg-type]
+    informer = pod_informer(lister)  # type: ignore[arg-type]
     loads = Loads()
     informer.add_handler(lambda etype, old, new: loads.count(new, -1 if etype == "DELETED" else +1)
                          if etype != "MODIFIED" else None)
@@ -104,7 +103,7 @@ async def test_a_large_relist_yields_and_the_lease_is_renewed_throughout() -> No
 async def test_relists_in_a_row_keep_nothing_of_the_caches_they_replaced() -> None:
     """each relist settles its cache out of the collector; the one it replaced is freed all the same"""
     lister = PagedPods()
-    informer = Informer(lister, PODS, transform=slim_pod)  # type: ignore[arg-type]
+    informer = pod_informer(lister)  # type: ignore[arg-type]
     counts = []
     for rv in range(1, 7):
         lister.rv = rv  # every pod changed: a whole new cache each time

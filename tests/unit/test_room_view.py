@@ -25,6 +25,7 @@ from mirror.room.view import (
     RESERVATION_SECONDS,
     Reservation,
     RoomView,
+    SlimPod,
     free_summary,
     room_totals,
     rooms_of,
@@ -118,9 +119,17 @@ def test_a_cached_pod_keeps_only_what_the_fit_needs() -> None:
     p["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
     p["spec"]["containers"][0]["env"] = [{"name": "BIG", "value": "x" * 10_000}]
     p["metadata"].update(uid="u", resourceVersion="7", labels={"a": "b"}, annotations={"big": "y" * 10_000})
-    assert slim_pod(p) == {"metadata": {"name": "a", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
-                           "job": "", "daemon": False, "nodeName": "n1", "requests": {"cpu": 250},
-                           "ports": [("TCP", 8080, "")]}
+    assert slim_pod(p) == SlimPod(version=7, namespace="ns", node="n1", job="", daemon=False,
+                                  requests=(("cpu", 250),), ports=(("TCP", 8080, ""),))
+
+
+def test_pod_records_share_what_repeats() -> None:
+    a, b = pod("a", "n1", "250m"), pod("b", "n1", "250m")
+    for p, rv in ((a, "7"), (b, "x7")):
+        p["metadata"].update(resourceVersion=rv, labels={"batch.kubernetes.io/job-name": "j"})
+    ra, rb = slim_pod(a), slim_pod(b)
+    assert ra.requests is rb.requests and ra.job is rb.job and ra.node is rb.node
+    assert (ra.version, rb.version) == (7, "x7")  # an opaque resourceVersion stays a string
 
 
 async def test_capacity_gauges_follow_the_view(room: tuple[FakeApiServer, RoomView]) -> None:
