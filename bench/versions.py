@@ -48,11 +48,11 @@ class Combination:
 
 
 #: what CI runs (the matrix's corners): both on the default release, a worker on the oldest
-#: supported one, a manager on the previous minor
+#: supported one, a manager on the oldest supported one
 CORNERS = (
     Combination(versions.KUBE_VERSION, versions.KUBE_VERSION),
     Combination(versions.KUBE_VERSION, versions.OLDEST_SUPPORTED_KUBE_VERSION),
-    Combination(versions.CORNER_KUBE_VERSIONS[0], versions.KUBE_VERSION),
+    Combination(versions.OLDEST_SUPPORTED_KUBE_VERSION, versions.KUBE_VERSION),
 )
 
 

@@ -2,8 +2,8 @@
 same code (bench/versions.py), on the session's clusters where they fit.
 
 Corners: both on the default release; a worker on the oldest supported release; a manager on the
-previous minor. The default-release manager serves two combinations at once (one controller and
-namespace each), so only the 1.33 worker and the 1.36 manager are extra clusters.
+oldest supported release. The default-release manager serves two combinations at once (one controller
+and namespace each), so only the oldest release's worker and manager are extra clusters.
 """
 
 from __future__ import annotations

@@ -33,7 +33,10 @@ def test_plan_is_manager_major_and_the_corners_are_what_ci_runs() -> None:
     corners = vm.plan([], [], corners=True)
     assert corners == list(vm.CORNERS)
     assert {c.manager for c in corners} | {c.worker for c in corners} == {
-        versions.KUBE_VERSION, versions.OLDEST_SUPPORTED_KUBE_VERSION, versions.CORNER_KUBE_VERSIONS[0]}
+        versions.KUBE_VERSION, *versions.CORNER_KUBE_VERSIONS}
+    oldest = versions.OLDEST_SUPPORTED_KUBE_VERSION
+    assert {(c.manager, c.worker) for c in corners if oldest in (c.manager, c.worker)} == {
+        (versions.KUBE_VERSION, oldest), (oldest, versions.KUBE_VERSION)}  # both directions of skew
 
 
 def test_cluster_uses_count_each_role_and_release() -> None:
