@@ -19,20 +19,19 @@ fi
 
 # A dockerd this run starts (kindbed.engine records its PID) is stopped however the run ends;
 # an engine that was already answering is never touched.
-# A background lane (kind tier, local tiers, chaos tier) still running when the run is cut short is
-# interrupted first, so its sessions delete their clusters.
+# A background lane (kind tier, chaos tier) still running when the run is cut short is interrupted
+# first, so its sessions delete their clusters.
 kind_pid=
-tiers_pid=
 corners_pid=
 build_pid=
 lane_stop=$(mktemp -u "${TMPDIR:-/tmp}/jobmirror-lane-stop.XXXXXX")
 stop_our_engine() {
   for p in $corners_pid $build_pid; do kill "$p" 2>/dev/null || true; done
-  touch "$lane_stop"  # the lanes start nothing more
-  for lane in $kind_pid $tiers_pid; do pkill -INT -P "$lane" 2>/dev/null || true; done
-  for lane in $kind_pid $tiers_pid; do
-    for _ in $(seq 120); do kill -0 "$lane" 2>/dev/null || break; sleep 1; done
-  done
+  if [ -n "$kind_pid" ] && kill -0 "$kind_pid" 2>/dev/null; then
+    touch "$lane_stop"  # the lane starts nothing more
+    pkill -INT -P "$kind_pid" 2>/dev/null || true
+    for _ in $(seq 120); do kill -0 "$kind_pid" 2>/dev/null || break; sleep 1; done
+  fi
   [ -x .venv/bin/python ] && .venv/bin/python -m kindbed engine down >/dev/null 2>&1 || true
   rm -f "$lane_stop"
 }
@@ -92,17 +91,15 @@ corners_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-corners.XXXXXX")
 corners_pid=$!
 
 rc=0
+brc=0
 t=$SECONDS
-# Three lanes, balanced by what each took in a warm run (.test-reports/*.xml): the integration tier in
-# the foreground (~1150 s); the kind tier, then the benchmark smoke runs (~1100 s); the unit, security,
-# conformance and local e2e tiers, then the chaos tier on its own bed (~1070 s). They mostly wait on
-# API servers, kubelets and containers: two lanes left the 2 cores ~20 % idle (sampled every 30 s),
-# so the run takes the longest lane instead of the sum. A background lane's output is printed when
-# the run ends.
-local_marks="not kind and not chaos and not below_floor and not bench_smoke"
-kind_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-kind-lane.XXXXXX")
-tiers_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-tiers-lane.XXXXXX")
-echo "[test] lane started: kind tier (engine, images, clusters, deploy/, e2e on kind), then the benchmark smoke runs (log $kind_log)"
+# Two lanes. The local tiers run in the foreground; the background lane runs the kind tier, then the
+# chaos tier on its own bed. All of them mostly wait on API servers, kubelets and containers (the
+# local tiers alone keep 2 cores at a load of ~1.5), so the run takes the longer lane instead of
+# the sum. The background lane's output is printed when it ends.
+kind_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-kind-tier.XXXXXX")
+chaos_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-chaos-tier.XXXXXX")
+echo "[test] pytest: background lane started: kind tier (engine, images, clusters, deploy/, e2e on kind; log $kind_log), then chaos tier, then the benchmark smoke runs (log $chaos_log)"
 (
   # The kind tier needs the kind images: wait for their build (its phase line heads the tier's output).
   irc=
@@ -125,50 +122,35 @@ echo "[test] lane started: kind tier (engine, images, clusters, deploy/, e2e on 
   echo "[test] lane: kind tier ended (rc=$krc) after $((SECONDS - lt))s" >>"$kind_log"
   [ -e "$lane_stop" ] && exit 1
   lt=$SECONDS
-  src=0
-  .venv/bin/pytest -m "bench_smoke and not kind and not chaos" tests --durations=5 \
-    --junitxml=.test-reports/bench-smoke.xml >>"$kind_log" 2>&1 || src=$?
-  echo "[test] lane: benchmark smoke runs ended (rc=$src) after $((SECONDS - lt))s" >>"$kind_log"
-  [ "$krc" -eq 0 ] && [ "$src" -eq 0 ]
-) &
-kind_pid=$!
-echo "[test] lane started: unit, security, conformance and e2e on local control planes, then the chaos tier (log $tiers_log)"
-(
-  lt=$SECONDS
-  urc=0
-  .venv/bin/pytest -m "$local_marks" tests e2e --ignore=tests/integration --durations=20 \
-    --junitxml=.test-reports/local-tiers.xml >"$tiers_log" 2>&1 || urc=$?
-  echo "[test] lane: unit, security, conformance, e2e ended (rc=$urc) after $((SECONDS - lt))s" >>"$tiers_log"
+  crc=0
+  .venv/bin/pytest -m chaos tests --durations=5 --junitxml=.test-reports/chaos.xml >"$chaos_log" 2>&1 || crc=$?
+  echo "[test] lane: chaos tier ended (rc=$crc) after $((SECONDS - lt))s" >>"$chaos_log"
   [ -e "$lane_stop" ] && exit 1
   lt=$SECONDS
-  crc=0
-  .venv/bin/pytest -m chaos tests --durations=5 --junitxml=.test-reports/chaos.xml >>"$tiers_log" 2>&1 || crc=$?
-  echo "[test] lane: chaos tier ended (rc=$crc) after $((SECONDS - lt))s" >>"$tiers_log"
-  [ "$urc" -eq 0 ] && [ "$crc" -eq 0 ]
+  src=0
+  .venv/bin/pytest -m "bench_smoke and not kind and not chaos" tests --durations=5 \
+    --junitxml=.test-reports/bench-smoke.xml >>"$chaos_log" 2>&1 || src=$?
+  echo "[test] lane: benchmark smoke runs ended (rc=$src) after $((SECONDS - lt))s" >>"$chaos_log"
+  [ "$krc" -eq 0 ] && [ "$crc" -eq 0 ] && [ "$src" -eq 0 ]
 ) &
-tiers_pid=$!
-echo "[test] pytest: the integration tier (in the foreground)"
-.venv/bin/pytest -m "$local_marks" tests/integration --durations=40 \
-  --junitxml=.test-reports/integration.xml || rc=$?
-phase "pytest integration tier (rc=$rc)" "$t"
+kind_pid=$!
+echo "[test] pytest: unit, integration, conformance, security, e2e on local control planes"
+.venv/bin/pytest -m "not kind and not chaos and not below_floor and not bench_smoke" --durations=60 \
+  --junitxml=.test-reports/local.xml || rc=$?
+phase "pytest local tiers (rc=$rc)" "$t"
 crc_build=0
 wait "$corners_pid" || crc_build=$?
 corners_pid=
 grep -E 'building from source|ready:|done in|error' "$corners_log" || true
-lane_now() { grep -hE '^(e2e|tests)/' "$1" | tail -n 1; }
-krc=0
-if kill -0 "$kind_pid" 2>/dev/null; then echo "[test] waiting for the kind lane, now at: $(lane_now "$kind_log")"; fi
-wait "$kind_pid" || krc=$?
+if kill -0 "$kind_pid" 2>/dev/null; then
+  echo "[test] waiting for the background lane, now at: $(grep -hE '^(e2e|tests)/' "$kind_log" "$chaos_log" | tail -n 1)"
+fi
+wait "$kind_pid" || brc=$?
 kind_pid=
-echo "[test] ---- kind lane output ----"
+echo "[test] ---- kind tier output ----"
 cat "$kind_log"
-phase "lane: kind tier, then the benchmark smoke runs (rc=$krc)" "$t"
-trc=0
-if kill -0 "$tiers_pid" 2>/dev/null; then echo "[test] waiting for the tiers lane, now at: $(lane_now "$tiers_log")"; fi
-wait "$tiers_pid" || trc=$?
-tiers_pid=
-echo "[test] ---- unit, security, conformance, e2e, then chaos lane output ----"
-cat "$tiers_log"
-phase "lane: unit, security, conformance, e2e, then the chaos tier (rc=$trc)" "$t"
+echo "[test] ---- chaos tier and benchmark smoke output ----"
+cat "$chaos_log"
+phase "pytest background lane: kind tier, then chaos tier (rc=$brc)" "$t"
 
-[ "$rc" -eq 0 ] && [ "$krc" -eq 0 ] && [ "$trc" -eq 0 ]
+[ "$rc" -eq 0 ] && [ "$brc" -eq 0 ]
