@@ -26,7 +26,7 @@ from builtin_controller.semantics import Semantics
 from builtin_controller.status import SyncContext
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import EventRecorder, ObjectEvents
-from kruntime.informer import Informer
+from kruntime.informer import Informer, without_managed_fields
 from kruntime.ownwrites import OwnWrites
 from kruntime.resources import JOBS, PODS, Obj, key_of
 from kruntime.workqueue import WorkQueue
@@ -67,8 +67,8 @@ class JobController:
         self.pod_backoff_base = pod_backoff_base
         self.pod_backoff_cap = pod_backoff_cap
         self.namespace_filter = namespace_filter
-        self.job_informer = Informer(client, JOBS, namespace=namespace)
-        self.pod_informer = Informer(client, PODS, namespace=namespace)
+        self.job_informer = Informer(client, JOBS, namespace=namespace, transform=without_managed_fields)
+        self.pod_informer = Informer(client, PODS, namespace=namespace, transform=without_managed_fields)
         self.queue: WorkQueue[str] = WorkQueue("builtin_job", backoff_base=API_BACKOFF_BASE,
                                                backoff_cap=API_BACKOFF_CAP)
         self.orphan_queue: WorkQueue[OrphanKey] = WorkQueue("builtin_job_orphan_pod", backoff_base=API_BACKOFF_BASE,

@@ -39,7 +39,7 @@ from jobapi.times import parse_time, utcnow
 from kruntime.bounded import LruDict
 from kruntime.client import ApiError
 from kruntime.events import ObjectEvents
-from kruntime.informer import EventType, Informer, ObjectCache
+from kruntime.informer import EventType, Informer, ObjectCache, without_managed_fields
 from kruntime.resources import EVENTS, PODS, Obj, key_of
 from mirror import metrics
 from mirror.event_reasons import COPY_STUCK, COPY_UNSCHEDULABLE, WORKER_WARNING
@@ -163,7 +163,8 @@ class WorkerEvents:
         #: told (manager object, worker, why) when a copy's pod stays unschedulable past the timeout
         self.on_stuck = on_stuck
         self.copies = worker.kinds[kind.name].informer
-        self.informer = Informer(worker.watch_client, EVENTS, field_selector=f"type={WARNING}", keep=self._keep)
+        self.informer = Informer(worker.watch_client, EVENTS, field_selector=f"type={WARNING}", keep=self._keep,
+                                 transform=without_managed_fields)
         self.informer.add_handler(self._on_event)
         self.informer.add_index(BY_INVOLVED_UID, _involved_uid)
         #: phase deadlines (None: only the unschedulable check runs)

@@ -32,7 +32,7 @@ from datetime import datetime
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from kruntime.client import ApiError, ClusterClient
-from kruntime.informer import Informer
+from kruntime.informer import Informer, without_managed_fields
 from kruntime.ratelimit import TokenWait, measuring, service_seconds
 from kruntime.resources import Obj, key_of
 from mirror import identity, metrics
@@ -69,7 +69,8 @@ class KindCopies:
     def __init__(self, kind: MirroredKind, client: ClusterClient, origin: str,
                  manager_cluster: str | None = None) -> None:
         self.kind = kind
-        self.informer = Informer(client, kind.resource, label_selector=identity.selector(origin))
+        self.informer = Informer(client, kind.resource, label_selector=identity.selector(origin),
+                                 transform=without_managed_fields)
         self.origin = origin
         #: only copies carrying this manager's identity count as load (None: every copy, for tests)
         self.manager_cluster = manager_cluster
