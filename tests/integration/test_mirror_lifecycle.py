@@ -10,7 +10,14 @@ import pytest
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ClusterClient
 from kruntime.resources import JOBS, PODS, Obj
-from mirror.naming import ANNOTATION_CLUSTER, ANNOTATION_PIN, FINALIZER, LABEL_ORIGIN, LABEL_ORIGIN_UID
+from mirror.naming import (
+    ANNOTATION_CLUSTER,
+    ANNOTATION_PIN,
+    FIELD_MANAGER,
+    FINALIZER,
+    LABEL_ORIGIN,
+    LABEL_ORIGIN_UID,
+)
 from testkit.copies import CopyRecorder
 from tests.conftest import wait_for
 from tests.integration.mirror_env import cond, make_job, mirror_env, wait_syncs
@@ -29,7 +36,7 @@ def types_in_order(job: dict) -> list[str]:  # type: ignore[type-arg]
 async def test_plain_job_completes_with_counters_and_cleanup(client_for: ClientFor, cluster: ClusterFn,
                                                              ns: str) -> None:
     async with mirror_env(client_for, cluster, ns) as env:
-        await env.start()
+        ctrl = await env.start()
         created = await env.create(make_job("plain", completions=3, parallelism=2))
         done = await env.wait_condition("plain", "Complete", timeout=90)
         st = done["status"]
@@ -51,6 +58,18 @@ async def test_plain_job_completes_with_counters_and_cleanup(client_for: ClientF
         # One copy was made, on the worker the annotation names; its routine cleanup writes no event.
         assert list((await env.copies_made(created["metadata"]["uid"])).values()) == [worker]
         assert "RemoteDeleted" not in {e["reason"] for e in await env.events("plain")}
+        # Nothing is left to do for it: it leaves the controller's cache (issue 38). The cache never
+        # held managedFields, and the status writes made without them kept the server's.
+        cache = ctrl.jobs
+        assert cache is not None
+
+        async def dropped() -> bool:
+            return cache.get(f"{ns}/plain") is None
+
+        await wait_for(dropped, timeout=30, what="finished Job dropped from the cache")
+        fields = (await env.get("plain"))["metadata"]["managedFields"]
+        managers = {(m.get("manager"), m.get("subresource")) for m in fields}
+        assert (FIELD_MANAGER, "status") in managers and any(sub is None for _, sub in managers), managers
 
 
 async def test_remote_copy_is_sanitised(client_for: ClientFor, cluster: ClusterFn, ns: str) -> None:

@@ -1,0 +1,39 @@
+"""What the controller's manager cache keeps (issue 38: finished Jobs leave it; no managedFields)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kruntime.informer import without_managed_fields
+from kruntime.resources import Obj
+from mirror.controller import worth_caching
+from mirror.jobs.kind import JOB_KIND
+from mirror.naming import FINALIZER
+
+
+def job(*, finished: str | None = None, finalizer: bool = False) -> Obj:
+    conditions = [] if finished is None else [{"type": finished, "status": "True"}]
+    return {"metadata": {"name": "j", "namespace": "ns", "finalizers": [FINALIZER] if finalizer else []},
+            "status": {"conditions": conditions}}
+
+
+@pytest.mark.parametrize(("obj", "claimed", "kept", "why"), [
+    (job(), True, True, "ours, running or waiting: the work in flight"),
+    (job(finalizer=True), True, True, "ours, placed"),
+    (job(finished="Complete", finalizer=True), True, True, "finished, its copy's cleanup or release left"),
+    (job(finished="Failed", finalizer=True), True, True, "the same for a failed one"),
+    (job(finished="Complete"), True, False, "finished and released: nothing left for us"),
+    (job(finished="Failed"), True, False, "the same for a failed one"),
+    (job(), False, False, "not ours, nothing of ours on it"),
+    (job(finalizer=True), False, True, "not claimed any more, our finalizer to release"),
+    (job(finished="Complete", finalizer=True), False, True, "the same, finished"),
+])
+def test_the_manager_cache_keeps_what_is_left_to_do(obj: Obj, claimed: bool, kept: bool, why: str) -> None:
+    assert worth_caching(JOB_KIND, obj, claimed=claimed) is kept, why
+
+
+def test_cached_objects_carry_no_managed_fields() -> None:
+    obj = {"metadata": {"name": "j", "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]},
+           "spec": {"parallelism": 1}}
+    assert without_managed_fields(obj) == {"metadata": {"name": "j"}, "spec": {"parallelism": 1}}
+    assert without_managed_fields({"kind": "Status"}) == {"kind": "Status"}  # no metadata: as sent
