@@ -24,7 +24,7 @@ import asyncio
 import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypedDict, TypeVar, Unpack
 
 from kruntime import heap, metrics
 from kruntime.client import ApiError, ClusterClient
@@ -55,34 +55,34 @@ async def _paced(items: Iterable[T]) -> AsyncIterator[T]:
             await asyncio.sleep(0)
 
 
+class ListWatch(TypedDict, total=False):
+    """What an informer lists and watches (namespace, selectors), how long a watch lasts, how it
+    backs off, and which objects it keeps."""
+
+    namespace: str | None
+    label_selector: str | None
+    field_selector: str | None
+    watch_timeout: int
+    backoff_base: float
+    backoff_cap: float
+    keep: Callable[[Obj], bool] | None
+
+
 class RecordInformer(Generic[R]):
     """List + watch of one resource, caching a record ``transform`` makes of each kept object;
     ``version`` reads a record's resourceVersion (a relist compares records, not objects)."""
 
-    def __init__(
-        self,
-        client: ClusterClient,
-        resource: Resource,
-        *,
-        transform: Callable[[Obj], R],
-        version: Callable[[R], object],
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        watch_timeout: int = 300,
-        backoff_base: float = 0.5,
-        backoff_cap: float = 30.0,
-        keep: Callable[[Obj], bool] | None = None,
-    ) -> None:
+    def __init__(self, client: ClusterClient, resource: Resource, *, transform: Callable[[Obj], R],
+                 version: Callable[[R], object], **options: Unpack[ListWatch]) -> None:
         self.client = client
         self.resource = resource
-        self.namespace = namespace
-        self.label_selector = label_selector
-        self.field_selector = field_selector
-        self.watch_timeout = watch_timeout
-        self.backoff_base = backoff_base
-        self.backoff_cap = backoff_cap
-        self.keep = keep or _keep_all
+        self.namespace = options.get("namespace")
+        self.label_selector = options.get("label_selector")
+        self.field_selector = options.get("field_selector")
+        self.watch_timeout = options.get("watch_timeout", 300)
+        self.backoff_base = options.get("backoff_base", 0.5)
+        self.backoff_cap = options.get("backoff_cap", 30.0)
+        self.keep = options.get("keep") or _keep_all
         #: what is cached of each kept object (e.g. only the fields a view needs): memory follows it
         self.transform = transform
         self.version = version
@@ -279,24 +279,9 @@ class Informer(RecordInformer[Obj]):
     """An informer caching the objects themselves, or the dicts ``transform`` cuts them down to
     (a controller's own caches: at least :func:`without_managed_fields`)."""
 
-    def __init__(
-        self,
-        client: ClusterClient,
-        resource: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        watch_timeout: int = 300,
-        backoff_base: float = 0.5,
-        backoff_cap: float = 30.0,
-        keep: Callable[[Obj], bool] | None = None,
-        transform: Callable[[Obj], Obj] | None = None,
-    ) -> None:
-        super().__init__(client, resource, transform=transform or _as_sent, version=_rv,
-                         namespace=namespace, label_selector=label_selector, field_selector=field_selector,
-                         watch_timeout=watch_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap,
-                         keep=keep)
+    def __init__(self, client: ClusterClient, resource: Resource, *, transform: Callable[[Obj], Obj] | None = None,
+                 **options: Unpack[ListWatch]) -> None:
+        super().__init__(client, resource, transform=transform or _as_sent, version=_rv, **options)
 
 
 class ObjectCache(Protocol):
