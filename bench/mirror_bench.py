@@ -207,6 +207,9 @@ def _controller_counters(before: list[promtext.Sample] | None, after: list[promt
         "relists": delta("jobmirror_runtime_relists_total", ("cluster",)),
         "reconciles": int(sync_count),
         "reconcileSecondsMean": round(sync_sum / sync_count, 4) if sync_count else None,
+        # what queued each pass first: manager-/copy- events by type, copy-batched, after (a timer a
+        # pass left, the resync among them), retry, room, stuck
+        "passesByTrigger": delta("jobmirror_runtime_queue_passes_total", ("why",)),
     }
 
 

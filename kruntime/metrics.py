@@ -20,6 +20,9 @@ WATCH_RESTARTS = Counter(
 RELISTS = Counter("jobmirror_runtime_relists_total", "Informer full relists", ["cluster", "resource"])
 QUEUE_DEPTH = Gauge("jobmirror_runtime_queue_depth", "Keys waiting in a work queue", ["queue"])
 QUEUE_RETRIES = Counter("jobmirror_runtime_queue_retries_total", "Keys re-queued with backoff", ["queue"])
+QUEUE_PASSES = Counter("jobmirror_runtime_queue_passes_total", "Keys handed to the queue's handler, by what queued "
+                       "each first since its last pass (an event's source and type, a timer a pass left: after, "
+                       "a retry with backoff)", ["queue", "why"])
 EVENTS_DROPPED = Counter(
     "jobmirror_runtime_events_dropped_total", "Events dropped because the event queue was full", ["cluster"],
 )

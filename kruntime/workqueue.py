@@ -48,6 +48,8 @@ class WorkQueue(Generic[K]):
         self._processing: set[K] = set()
         self._failures: dict[K, int] = {}
         self._timers: dict[K, asyncio.TimerHandle] = {}
+        #: what queued each dirty key first since its last pass (jobmirror_runtime_queue_passes_total)
+        self._why: dict[K, str] = {}
         self._cond = asyncio.Condition()
         self._shutdown = False
 
@@ -72,9 +74,12 @@ class WorkQueue(Generic[K]):
         async with self._cond:
             self._cond.notify()
 
-    def add(self, key: K, *, urgent: bool = False) -> None:
+    def add(self, key: K, *, urgent: bool = False, why: str = "event") -> None:
+        """Queue ``key`` (once, however often it is added before its pass); ``why`` names what queued it,
+        counted per pass by the first reason."""
         if self._shutdown:
             return
+        self._why.setdefault(key, why)
         newly_urgent = urgent and key not in self._urgent_keys
         if key in self._dirty and not newly_urgent:
             return
@@ -84,12 +89,12 @@ class WorkQueue(Generic[K]):
         if key not in self._processing:  # else done() re-queues it, ahead if urgent
             self._push(key, urgent=urgent)  # an ordinary entry it already had becomes stale
 
-    def add_after(self, key: K, delay: float) -> None:
+    def add_after(self, key: K, delay: float, *, why: str = "after") -> None:
         """Add ``key`` after ``delay`` seconds; an earlier pending timer for it wins."""
         if self._shutdown:
             return
         if delay <= 0:
-            self.add(key)
+            self.add(key, why=why)
             return
         loop = asyncio.get_running_loop()
         existing = self._timers.get(key)
@@ -100,7 +105,7 @@ class WorkQueue(Generic[K]):
 
         def fire() -> None:
             self._timers.pop(key, None)
-            self.add(key)
+            self.add(key, why=why)
 
         self._timers[key] = loop.call_later(delay, fire)
 
@@ -119,7 +124,7 @@ class WorkQueue(Generic[K]):
         self._failures[key] = n
         delay = exponential_backoff(n, self.backoff_base, self.backoff_cap)
         metrics.QUEUE_RETRIES.labels(self.name).inc()
-        self.add_after(key, delay)
+        self.add_after(key, delay, why="retry")
         return delay
 
     def forget(self, key: K) -> None:
@@ -141,6 +146,7 @@ class WorkQueue(Generic[K]):
             self._dirty.discard(key)
             self._urgent_keys.discard(key)
             self._processing.add(key)
+            metrics.QUEUE_PASSES.labels(self.name, self._why.pop(key, "event")).inc()
             return key
 
     def _pop(self) -> K | None:

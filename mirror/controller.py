@@ -174,7 +174,7 @@ class MirrorController:
     def _wake(self, keys: list[QueueKey]) -> None:
         for key in keys:
             if key.kind in self.kinds:
-                self.queue.add(key)
+                self.queue.add(key, why="room")
 
     def _room_appeared(self, worker: str) -> None:
         """A bound pod left ``worker`` or one of its nodes changed: the Jobs first in line for it look again."""
@@ -185,7 +185,7 @@ class MirrorController:
         """A copy made no progress past a phase's deadline: its reconciler may move it (next pass)."""
         def on_stuck(obj: Obj, worker: str, stuck: Stuck) -> None:
             self.reconcilers[kind.name].copy_stuck(obj["metadata"]["uid"], worker, stuck)
-            self.queue.add(QueueKey(kind.name, key_of(obj)))
+            self.queue.add(QueueKey(kind.name, key_of(obj)), why="stuck")
         return on_stuck
 
     def _manager_informer(self, kind: MirroredKind) -> Informer | NamespacedInformers:
@@ -249,13 +249,13 @@ class MirrorController:
             if not self.claim.claims(kind, new):
                 if FINALIZER in (new["metadata"].get("finalizers") or []):
                     # Maybe claimed before namespaces/controllerName changed: the reconcile decides.
-                    self.queue.add(QueueKey(kind.name, key_of(new)))
+                    self.queue.add(QueueKey(kind.name, key_of(new)), why=f"manager-{etype.lower()}")
                 return
             if etype == "MODIFIED" and self.reconcilers[kind.name].writes.is_echo(new):
                 return  # exactly what a pass of ours wrote and went on with (the claim, the finalizer's release)
             if etype == "MODIFIED" and old is not None and status_only_change(old, new):
                 return  # our own status write: the pass that wrote it acted on it (resync covers others)
-            self.queue.add(QueueKey(kind.name, key_of(new)))
+            self.queue.add(QueueKey(kind.name, key_of(new)), why=f"manager-{etype.lower()}")
 
         return on_manager_object
 
@@ -274,13 +274,14 @@ class MirrorController:
                     reconciler.status_lag.changed(uid, worker)
                 hold = event_hold(old, new, pending=pending, period=self.cfg.status_batch_period) if changed else 0.0
                 if hold > 0:  # running counters only: one pass, when the batch is due
-                    self.queue.add_after(QueueKey(kind.name, key), hold)
+                    self.queue.add_after(QueueKey(kind.name, key), hold, why="copy-batched")
                     return
                 # A copy that just finished (or was decided) goes ahead of Jobs waiting for
                 # dispatch: behind a 1000-Job burst its Complete waited ~15 s at p99. Only that
                 # change: making every counter update urgent cost a third of the dispatch rate
                 # (A/B in the README) because updates no longer folded together in the queue.
-                self.queue.add(QueueKey(kind.name, key), urgent=changed and newly_decided(kind, old, new))
+                self.queue.add(QueueKey(kind.name, key), urgent=changed and newly_decided(kind, old, new),
+                               why=f"copy-{etype.lower()}")
 
         return on_copy
 

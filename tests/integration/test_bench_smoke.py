@@ -39,6 +39,8 @@ def test_bench_all_runs_end_to_end_and_writes_json_and_plots(tmp_path: Path) -> 
     assert run["anomalies"]["unfinishedCopiesDeleted"] == 0 and run["anomalies"]["copiesRecreated"] == 0
     assert run["apiRequests"]["manager"]["perJob"] > 0
     assert run["controller"]["cpuSecondsWorkload"] > 0 and run["controller"]["peakRssMiB"] > 0
+    # every Job's first pass came from its manager ADDED event; the rest are told apart by trigger
+    assert run["controller"]["passesByTrigger"].get("manager-added", 0) >= 12, run["controller"]["passesByTrigger"]
     assert run["unclaimed"]["jobs"] == 30 and run["controller"]["rssAfterStartupMiB"] > 0
     assert (tmp_path / "smoke-mirror.png").stat().st_size > 10_000
 

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from kruntime import metrics
 from kruntime.ratelimit import TokenBucket, exponential_backoff
 from kruntime.workqueue import ShutDown, WorkQueue
 
@@ -238,3 +239,28 @@ async def test_a_timer_set_while_the_pass_runs_outlives_it() -> None:
     assert passes == 2
     await q.shutdown()
     await asyncio.wait_for(task, 2)
+
+
+async def test_each_pass_is_counted_by_what_queued_its_key_first() -> None:
+    """jobmirror_runtime_queue_passes_total says which triggers the passes come from (issue 38: passes per Job)."""
+
+    def passes(why: str) -> float:
+        return metrics.QUEUE_PASSES.labels("why-test", why)._value.get()
+
+    q: WorkQueue[str] = WorkQueue("why-test")
+    q.add("a", why="copy-modified")
+    q.add("a", why="manager-modified")  # folded into the same pass: the first reason counts
+    q.add("b")
+    assert await q.get() == "a"
+    q.add("a", why="room")  # while its pass runs: the next pass's reason
+    q.done("a")
+    assert await q.get() == "b"
+    q.done("b")
+    assert await q.get() == "a"
+    q.done("a")
+    q.add_after("c", 0.01)
+    assert await asyncio.wait_for(q.get(), 2) == "c"
+    q.done("c")
+    assert (passes("copy-modified"), passes("manager-modified"), passes("event"), passes("room"),
+            passes("after")) == (1, 0, 1, 1, 1)
+    assert not q._why  # nothing kept for keys without a pending pass
