@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from clusterbed import versions
 from clusterbed.build import KUBE_COMMANDS, Binaries, ensure_binaries
@@ -249,6 +250,41 @@ class LocalCluster:
         return str(data["clusters"][0]["cluster"]["server"])
 
 
+#: how long a new cluster's kwok nodes may take to be Ready and lose the not-ready taint
+NODES_READY_TIMEOUT = 180.0
+NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def _unschedulable_nodes(nodes: list[dict[str, Any]]) -> list[str]:
+    """Names of the nodes a pod could not be scheduled on yet: not Ready, or still carrying the
+    not-ready/unreachable taints the node lifecycle controller puts on a node until it is."""
+    out = []
+    for n in nodes:
+        conditions = (n.get("status") or {}).get("conditions") or []
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        taints = (n.get("spec") or {}).get("taints") or []
+        if not ready or any(str(t.get("key", "")).startswith(NOT_READY_TAINTS) for t in taints):
+            out.append(str((n.get("metadata") or {}).get("name")))
+    return out
+
+
+def _wait_nodes_schedulable(cluster: LocalCluster, want: int, timeout: float = NODES_READY_TIMEOUT) -> None:
+    """Return once ``want`` nodes are Ready and untainted: a cluster is up when pods can land on it (a
+    test that starts at once on a loaded machine otherwise meets the not-ready taint)."""
+    deadline = time.monotonic() + timeout
+    last = "no node listed yet"
+    while time.monotonic() < deadline:
+        got = cluster.kubectl("get", "nodes", "-o", "json", check=False)
+        if got.returncode == 0:
+            nodes = json.loads(got.stdout).get("items") or []
+            waiting = _unschedulable_nodes(nodes)
+            if len(nodes) >= want and not waiting:
+                return
+            last = f"{len(nodes)}/{want} nodes, not schedulable yet: {', '.join(waiting) or '-'}"
+        time.sleep(1)
+    raise BedError(f"kwok nodes not Ready and schedulable after {timeout:.0f}s ({last})")
+
+
 class ClusterBed:
     """A set of named local clusters sharing one kwok work directory."""
 
@@ -404,6 +440,7 @@ class ClusterBed:
                                f"{stderr[-2000:]}")
             if spec.nodes:
                 self.kwokctl("scale", "node", "--replicas", str(spec.nodes), "--name", spec.name)
+                _wait_nodes_schedulable(cluster, spec.nodes)
         except (BedError, subprocess.TimeoutExpired) as exc:
             detail = "\n".join(
                 f"--- {c} log tail ---\n{cluster.logs(c)}"
