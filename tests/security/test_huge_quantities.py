@@ -128,8 +128,7 @@ async def test_a_huge_quantity_on_a_worker_pod_and_a_manager_job_stalls_nothing(
 
         event = await env.wait_event("huge", "NoWorkerFits", timeout=60)
         assert "1e" in event["message"] and "cpu requested" in event["message"]
-        await wait_for(lambda: asyncio.sleep(0, any(p["metadata"]["name"] == "huge"
-                                                    for p in ctrl.rooms["worker-1"].pods.items())),
+        await wait_for(lambda: asyncio.sleep(0, ctrl.rooms["worker-1"].pods.get(f"{ns}/huge") is not None),
                        timeout=30, what="the huge pod in worker-1's room view")
         for _ in range(3):  # more watch events of the huge pod: each was 14 s of the loop
             await worker.patch(PODS, ns, "huge", {"metadata": {"labels": {"touched": str(time.time_ns())}}})
