@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kruntime.resources import Obj
+from mirror.naming import FINALIZER
 
 if TYPE_CHECKING:
     from mirror.kinds import MirroredKind
@@ -30,3 +31,15 @@ class ClaimRule:
     def anywhere(self) -> ClaimRule:
         """The same rule with no namespace allow-list (is it ours at all, wherever it is?)."""
         return replace(self, namespaces=frozenset())
+
+
+def worth_caching(kind: MirroredKind, obj: Obj, *, claimed: bool) -> bool:
+    """Whether the manager cache keeps ``obj``: one we claim that has not finished, or one holding our
+    finalizer (its copies' cleanup or the finalizer's release is left to do, claimed or not).
+
+    A claimed object that finished and was released has nothing left for us: dropping it keeps the
+    cache (and the resync passes) to the work in flight, where otherwise every Job finished since
+    the manager last deleted them would be held whole (~11 KB each, issue 38)."""
+    if FINALIZER in (obj["metadata"].get("finalizers") or []):
+        return True
+    return claimed and not kind.is_finished(obj)

@@ -21,6 +21,7 @@ from kruntime.leaderelect import LeaderElector, Timing
 from kruntime.resources import Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
 from mirror import gc, metrics
+from mirror.claim import worth_caching
 from mirror.config import Config, PlacementPolicy, cluster_conflicts
 from mirror.copy_events import needs_pass
 from mirror.identity import labels_of_copy, manager_key_of
@@ -49,18 +50,6 @@ KNOWN_KINDS: dict[str, MirroredKind] = {kind.name: kind for kind in (JOB_KIND, J
 #: What the config mirrors by default.
 KINDS: tuple[MirroredKind, ...] = (JOB_KIND,)
 
-
-
-def worth_caching(kind: MirroredKind, obj: Obj, *, claimed: bool) -> bool:
-    """Whether the manager cache keeps ``obj``: one we claim that has not finished, or one holding our
-    finalizer (its copies' cleanup or the finalizer's release is left to do, claimed or not).
-
-    A claimed object that finished and was released has nothing left for us: dropping it keeps the
-    cache (and the resync passes) to the work in flight, where otherwise every Job finished since
-    the manager last deleted them would be held whole (~11 KB each, issue 38)."""
-    if FINALIZER in (obj["metadata"].get("finalizers") or []):
-        return True
-    return claimed and not kind.is_finished(obj)
 
 class MirrorController:
     def __init__(self, cfg: Config, kinds: Sequence[MirroredKind] | None = None) -> None:

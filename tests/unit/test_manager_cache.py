@@ -12,7 +12,7 @@ import pytest
 
 from kruntime.informer import without_managed_fields
 from kruntime.resources import Obj
-from mirror.controller import worth_caching
+from mirror.claim import worth_caching
 from mirror.jobs.kind import JOB_KIND
 from mirror.naming import FINALIZER
 
