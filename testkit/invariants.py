@@ -353,6 +353,26 @@ def overlaps(manager_uid: str, spans_by_copy: dict[str, list[Span]], faults: lis
     return out
 
 
+def _copy_name(c: CopyLife) -> str:
+    return f"{c.worker}/{c.name}"
+
+
+def _overlap_timeline(o: Overlap, copies: list[CopyLife], faults: list[Span]) -> str:
+    """`` (from +1.20s after the fault ended; worker-1/x seen -30.1s, ending +2.0s; ...)``: when an
+    overlap began and each copy was first seen and began to go, relative to the end of the last fault
+    that ended before it began (so a failure says whether a late copy or a slow cleanup made it)."""
+    ended = [fe for _, fe in faults if fe <= o.start]
+    if not ended:
+        return ""
+    t0 = max(ended)
+
+    def at(t: float | None) -> str:
+        return "never" if t is None else f"{t - t0:+.2f}s"
+
+    parts = [f"{_copy_name(c)} seen {at(c.first_seen)}, ending {at(c.ending)}" for c in copies]
+    return f" (from {at(o.start)} after the fault ended; " + "; ".join(parts) + ")"
+
+
 def lost_reason(m: ManagerLife) -> str | None:
     """Why a manager Job counts as lost, or None.
 
@@ -546,10 +566,11 @@ def verdict(rec: Recorder, *, faults: list[Span], end: float, rejected_writes: i
         if (bad := outcome_mismatch(m, cs) or expectation_mismatch(m, rec.expected.get((m.kind, m.key)))) is not None:
             v.wrong_outcomes.append(f"{m.cluster}:{m.key}: {bad}")
         spans = {c.uid: clip(active_spans(pods_by_copy.get(c.uid, []), end), c.disowned_at) for c in cs}
-        names = {c.uid: f"{c.worker}/{c.name}" for c in cs}
+        by_uid = {c.uid: c for c in cs}
         for o in overlaps(uid, spans, faults):
-            line = (f"{m.cluster}:{m.key}: {names[o.copies[0]]} and {names[o.copies[1]]} both active for "
-                    f"{o.end - o.start:.2f}s")
+            line = (f"{m.cluster}:{m.key}: {_copy_name(by_uid[o.copies[0]])} and {_copy_name(by_uid[o.copies[1]])} "
+                    f"both active for {o.end - o.start:.2f}s"
+                    f"{_overlap_timeline(o, [by_uid[u] for u in o.copies], faults)}")
             (v.duplicates_during_fault if o.during_fault else v.duplicates_after_recovery).append(line)
     for c in rec.copies.values():
         if c.disowned_at is not None:

@@ -170,6 +170,9 @@ def test_recorder_and_verdict_end_to_end() -> None:
     assert len(v.duplicates_after_recovery) == 1 and "0.30s" in v.duplicates_after_recovery[0]
     assert not v.ok
     assert len(verdict(rec, faults=[(1.9, 2.2)], end=10.0).duplicates_during_fault) == 1
+    after = verdict(rec, faults=[(0.5, 1.5)], end=10.0).duplicates_after_recovery
+    assert len(after) == 1 and "from +0.60s after the fault ended" in after[0], after
+    assert "ending +1.10s" in after[0]  # the younger copy began to go 1.1 s after the fault
 
     rec.on_pod("w1", "ADDED", pod("p9", "c1", phase="Succeeded"), 5.0)  # a pod of ours nobody removed
     v = verdict(rec, faults=[(1.9, 2.2)], end=10.0)
