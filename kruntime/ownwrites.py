@@ -61,5 +61,17 @@ class OwnWrites:
         del self._latest[key]
         return True
 
+    def is_behind(self, obj: Obj) -> bool:
+        """Whether ``obj`` (a watch event) is an older version than our last write or live read of it.
+
+        Only for callers whose every write is conditional on the resourceVersion it read: then the
+        pass that made that write (or read) saw every change up to it, this one included. The record
+        is kept: its own echo is still to come.
+        """
+        entry = self._latest.get(key_of(obj))
+        if entry is None or entry[0]["metadata"].get("uid") != obj["metadata"].get("uid"):
+            return False
+        return is_newer(entry[0], obj)
+
     def forget(self, key: str) -> None:
         self._latest.pop(key, None)

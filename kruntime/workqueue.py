@@ -57,6 +57,10 @@ class WorkQueue(Generic[K]):
         """Keys waiting to be handed out (a key is counted once, wherever it is queued)."""
         return len(self._dirty) - sum(1 for k in self._processing if k in self._dirty)
 
+    def in_pass(self, key: K) -> bool:
+        """Whether a pass of ``key`` runs now."""
+        return key in self._processing
+
     def idle(self) -> bool:
         """Nothing queued or being processed (keys waiting on a timer do not count): what a test
         waits for to know that every pass an event queued has run."""

@@ -9,9 +9,10 @@ modules it calls; this is the I/O edge and what passes remember.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from kruntime.bounded import LruDict
 from kruntime.events import ObjectEvents
 from kruntime.resources import Obj, Resource
 from mirror.config import Config
@@ -25,6 +26,9 @@ from mirror.placer import Placer
 from mirror.status_lag import StatusLag
 from mirror.worker_calls import WorkerCalls
 from mirror.workers import WorkerCluster
+
+#: how many deletion echoes are awaited at most (copies deleted by finalizing passes, not yet seen gone)
+MAX_DELETION_ECHOES = 65536
 
 
 @dataclass(eq=False)
@@ -49,6 +53,9 @@ class Acting:
     attempted: dict[str, set[str]]
     clock: Callable[[], float]
     now: Callable[[], datetime]
+    #: uids of copies a finalizing pass deleted (in the background) and went on from: their DELETED
+    #: event needs no pass. Bounded: an echo that never comes (a relist found the copy gone) ages out.
+    deleted_here: LruDict[str, None] = field(default_factory=lambda: LruDict(MAX_DELETION_ECHOES))
 
     @property
     def resource(self) -> Resource:
@@ -92,6 +99,13 @@ class Acting:
     def copies_of(self, job: Obj) -> dict[str, Obj]:
         """Our copies of ``job``, per worker, from the worker caches."""
         return {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, job)) is not None}
+
+    def deletion_echo(self, copy_uid: str) -> bool:
+        """Whether a DELETED event of this copy is the echo of a finalizing pass's delete (then forgotten)."""
+        if copy_uid not in self.deleted_here:
+            return False
+        del self.deleted_here[copy_uid]
+        return True
 
     def forget(self, uid: str) -> None:
         """Drop every per-Job record (the maps stay bounded by the Jobs we handle)."""

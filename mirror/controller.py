@@ -70,6 +70,8 @@ class MirrorController:
         self.queue: WorkQueue[QueueKey] = WorkQueue("mirror", backoff_base=0.05, backoff_cap=60.0,
                                                     pass_owns_timer=True)
         self.reconcilers: dict[str, Reconciler] = {}
+        #: manager events that came while a pass of their object ran: judged when it ends
+        self._during_pass: dict[QueueKey, list[tuple[Obj | None, Obj]]] = {}
         self.events: dict[str, ObjectEvents] = {}
         #: per (kind, worker), the mirroring of the worker's Warning events onto the manager objects
         self.worker_events: dict[tuple[str, str], WorkerEvents] = {}
@@ -235,18 +237,35 @@ class MirrorController:
                 self.events[kind.name].forget(uid)
                 for we in self.worker_events.values():
                     we.forget(uid)
-            if not self.claim.claims(kind, new):
-                if FINALIZER in (new["metadata"].get("finalizers") or []):
-                    # Maybe claimed before namespaces/controllerName changed: the reconcile decides.
-                    self.queue.add(QueueKey(kind.name, key_of(new)), why=f"manager-{etype.lower()}")
+                self.reconcilers[kind.name].writes.forget(key_of(new))
+                if FINALIZER not in (new["metadata"].get("finalizers") or []):
+                    # Deleted or dropped (finished and let go) without our finalizer: a pass would find
+                    # nothing of it — its copies were deleted before the finalizer was released, and
+                    # a copy someone else's edit left behind is the garbage collector's.
+                    return
+            key = QueueKey(kind.name, key_of(new))
+            if etype == "MODIFIED" and self.queue.in_pass(key):
+                # A pass of this object is writing it: the event may be the echo of a write whose answer
+                # has not reached the pass yet. Judged when the pass ends, its writes all recorded.
+                self._during_pass.setdefault(key, []).append((old, new))
                 return
-            if etype == "MODIFIED" and self.reconcilers[kind.name].writes.is_echo(new):
-                return  # exactly what a pass of ours wrote and went on with (the claim, the finalizer's release)
-            if etype == "MODIFIED" and old is not None and status_only_change(old, new):
-                return  # our own status write: the pass that wrote it acted on it (resync covers others)
-            self.queue.add(QueueKey(kind.name, key_of(new)), why=f"manager-{etype.lower()}")
+            self._judge_manager_event(kind, etype, old, new)
 
         return on_manager_object
+
+    def _judge_manager_event(self, kind: MirroredKind, etype: str, old: Obj | None, new: Obj) -> None:
+        """Queue a pass for a manager object's watch event unless it cannot change what a pass does."""
+        key = QueueKey(kind.name, key_of(new))
+        if not self.claim.claims(kind, new):
+            if FINALIZER in (new["metadata"].get("finalizers") or []):
+                # Maybe claimed before namespaces/controllerName changed: the reconcile decides.
+                self.queue.add(key, why=f"manager-{etype.lower()}")
+            return
+        if etype == "MODIFIED" and self.reconcilers[kind.name].writes.is_echo(new):
+            return  # what a pass of ours wrote (or a version before it) and went on with
+        if etype == "MODIFIED" and old is not None and status_only_change(old, new):
+            return  # our own status write: the pass that wrote it acted on it (resync covers others)
+        self.queue.add(key, why=f"manager-{etype.lower()}")
 
     def _copy_handler(self, kind: MirroredKind, worker: str) -> Callable[[str, Obj | None, Obj], None]:
         def on_copy(etype: str, old: Obj | None, new: Obj) -> None:
@@ -254,8 +273,9 @@ class MirrorController:
             if key:
                 uid = labels_of_copy(new).manager_uid
                 reconciler = self.reconcilers[kind.name]
+                deleted_here = etype == "DELETED" and reconciler.acting.deletion_echo(new["metadata"].get("uid", ""))
                 if not needs_pass(etype, new, created_here=uid in reconciler.acting.attempted[worker],
-                                  manager=self.informers[kind.name].get(key)):
+                                  manager=self.informers[kind.name].get(key), deleted_here=deleted_here):
                     return
                 changed = etype != "DELETED" and status_changed(old, new)
                 pending = bool(uid and reconciler.status_lag.pending_for(uid) is not None)
@@ -275,7 +295,11 @@ class MirrorController:
         return on_copy
 
     async def _reconcile(self, key: QueueKey) -> float | None:
-        return await self.reconcilers[key.kind].reconcile(key.key)
+        try:
+            return await self.reconcilers[key.kind].reconcile(key.key)
+        finally:
+            for old, new in self._during_pass.pop(key, ()):
+                self._judge_manager_event(self.kinds[key.kind], "MODIFIED", old, new)
 
     # -- health -----------------------------------------------------------------------------
 

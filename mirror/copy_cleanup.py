@@ -106,7 +106,16 @@ async def finalize(a: Acting, job: Obj, copies: dict[str, Obj]) -> float | None:
                         worker_lost_timeout=a.cfg.worker_lost_timeout)
     all_gone = not plan.blocked
     for name in plan.delete:
-        all_gone &= await delete_copy(a, job, a.workers[name], copies[name], reason, propagation)
+        copy_uid = copies[name]["metadata"].get("uid") or ""
+        if propagation == "Background":  # gone at once: its DELETED event is ours (before the call: it may come first)
+            a.deleted_here[copy_uid] = None
+        gone = False
+        try:
+            gone = await delete_copy(a, job, a.workers[name], copies[name], reason, propagation)
+        finally:
+            if not gone:
+                a.deleted_here.pop(copy_uid, None)  # still there: its deletion, when it comes, needs a pass
+        all_gone &= gone
     for name in plan.confirm:
         all_gone &= await _delete_unseen(a, job, a.workers[name], placement.remote_name, reason, propagation)
     if not all_gone:

@@ -49,8 +49,14 @@ class ManagerWrites:
         return self.own.record(obj)
 
     def is_echo(self, obj: Obj) -> bool:
-        """``obj`` is what a pass of ours wrote (or read live) and then acted on: no pass needed for it."""
-        return self.own.is_echo(obj)
+        """``obj`` is what a pass of ours wrote (or read live) and then acted on, or a version before it
+        (every write here is conditional on the resourceVersion the pass read, so that pass saw it): no
+        pass needed for it."""
+        return self.own.is_echo(obj) or self.own.is_behind(obj)
+
+    def forget(self, key: str) -> None:
+        """The object left the cache: our last write of it is of no further use."""
+        self.own.forget(key)
 
     def fresher(self, key: str, cached: Obj | None) -> Obj | None:
         """The cached object, unless our own last write or read of it is newer than the cache."""

@@ -30,3 +30,12 @@ RELEASED: Obj = {"metadata": {"name": "j", "finalizers": ["someone.else/f"]}}
 )
 def test_needs_pass(etype: str, copy: Obj, created_here: bool, manager: Obj | None, want: bool) -> None:
     assert needs_pass(etype, copy, created_here=created_here, manager=manager) is want
+
+
+@pytest.mark.parametrize(("etype", "deleted_here", "want"), [
+    ("DELETED", True, False),  # the echo of a finalizing pass's delete, before the cache shows the release
+    ("DELETED", False, True),  # deleted by someone else while the Job is ours: re-create or finish
+    ("MODIFIED", True, True),  # only a deletion is an echo of a deletion
+], ids=["deletion-echo", "deleted-by-another", "modified"])
+def test_deletion_echo(etype: str, deleted_here: bool, want: bool) -> None:
+    assert needs_pass(etype, RUNNING, created_here=True, manager=HELD, deleted_here=deleted_here) is want

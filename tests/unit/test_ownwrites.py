@@ -57,3 +57,21 @@ def test_is_echo(name: str, event: Obj, echo: bool) -> None:
 
 def test_nothing_written_is_no_echo() -> None:
     assert OwnWrites().is_echo(job("1")) is False
+
+
+@pytest.mark.parametrize(("name", "event", "behind"), [
+    ("an earlier version (the pass that wrote read it)", job("9"), True),
+    ("the object our write returned (its echo: is_echo)", job("10"), False),
+    ("a later change by someone else", job("11"), False),
+    ("another Job of that name", job("9", uid="u2"), False),
+    ("opaque resourceVersion", job("abc"), False),
+])
+def test_is_behind(name: str, event: Obj, behind: bool) -> None:
+    own = OwnWrites()
+    own.record(job("10"))
+    assert own.is_behind(event) is behind, name
+    assert own.is_echo(job("10")), name  # the record is kept for the echo still to come
+
+
+def test_nothing_written_is_not_behind() -> None:
+    assert OwnWrites().is_behind(job("1")) is False
