@@ -210,7 +210,23 @@ def _controller_counters(before: list[promtext.Sample] | None, after: list[promt
         # what queued each pass first: manager-/copy- events by type, copy-batched, after (a timer a
         # pass left, the resync among them), retry, room, stuck
         "passesByTrigger": delta("jobmirror_runtime_queue_passes_total", ("why",)),
+        # where a status change waits: in the work queue (urgent: a decided or finished copy), and from
+        # the copy's change arriving in the worker watch to the manager write (the controller's own view)
+        "queueWaitSeconds": {
+            ("urgent" if urgent == "true" else "normal"): {
+                "mean": rnd4(promtext.mean_from_histogram(before, after, "jobmirror_runtime_queue_wait_seconds",
+                                                          where={"urgent": urgent}).get((), None)),
+                "p99": rnd4(promtext.quantile_from_histogram(before, after, "jobmirror_runtime_queue_wait_seconds",
+                                                             0.99, {"urgent": urgent}))}
+            for urgent in ("true", "false")},
+        "statusPropagationSeconds": {
+            "mean": rnd4(promtext.mean_from_histogram(before, after, "jobmirror_status_propagation_seconds").get(())),
+            "p99": rnd4(promtext.quantile_from_histogram(before, after, "jobmirror_status_propagation_seconds", 0.99))},
     }
+
+
+def rnd4(v: float | None) -> float | None:
+    return None if v is None else round(v, 4)
 
 
 class MetricsTimeline(env.Periodic):

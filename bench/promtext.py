@@ -164,6 +164,27 @@ def mean_from_histogram(before: Iterable[Sample], after: Iterable[Sample], name:
     return {k: sums.get(k, 0.0) / c for k, c in counts.items() if c > 0}
 
 
+def quantile_from_histogram(before: Iterable[Sample], after: Iterable[Sample], name: str, q: float,
+                            where: Matcher = None) -> float | None:
+    """The ``q`` quantile of histogram ``name``'s observations between two scrapes, interpolated inside
+    its bucket as Prometheus' histogram_quantile does (None: nothing observed; the highest finite
+    bound when it falls in the ``+Inf`` bucket)."""
+    was = grouped(before, f"{name}_bucket", ("le",), where)
+    bounds = sorted((float(le), n - was.get((le,), 0.0))
+                    for (le,), n in grouped(after, f"{name}_bucket", ("le",), where).items())
+    if not bounds or bounds[-1][1] <= 0:
+        return None
+    rank, lower, below = q * bounds[-1][1], 0.0, 0.0
+    for bound, cumulative in bounds:
+        if cumulative >= rank:
+            if math.isinf(bound):
+                return lower
+            inside = cumulative - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside else 1.0)
+        lower, below = bound, cumulative
+    return lower
+
+
 def apiserver_requests(before: list[Sample], after: list[Sample], idle_rate: float, seconds: float, units: int,
                        unit: str) -> dict[str, Any]:
     """An API server's ``apiserver_request_total`` between two scrapes, per Job or per Pod (``unit``)."""

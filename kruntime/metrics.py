@@ -23,6 +23,11 @@ QUEUE_RETRIES = Counter("jobmirror_runtime_queue_retries_total", "Keys re-queued
 QUEUE_PASSES = Counter("jobmirror_runtime_queue_passes_total", "Keys handed to the queue's handler, by what queued "
                        "each first since its last pass (an event's source and type, a timer a pass left: after, "
                        "a retry with backoff)", ["queue", "why"])
+QUEUE_WAIT = Histogram(
+    "jobmirror_runtime_queue_wait_seconds", "From a key being queued (its first reason since its last pass) to its "
+    "pass starting, by queue and whether it was urgent (client-go's workqueue queue_duration)", ["queue", "urgent"],
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+)
 EVENTS_DROPPED = Counter(
     "jobmirror_runtime_events_dropped_total", "Events dropped because the event queue was full", ["cluster"],
 )

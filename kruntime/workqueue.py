@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
@@ -50,6 +51,8 @@ class WorkQueue(Generic[K]):
         self._timers: dict[K, asyncio.TimerHandle] = {}
         #: what queued each dirty key first since its last pass (jobmirror_runtime_queue_passes_total)
         self._why: dict[K, str] = {}
+        #: when each dirty key was first queued since its last pass (jobmirror_runtime_queue_wait_seconds)
+        self._since: dict[K, float] = {}
         self._cond = asyncio.Condition()
         self._shutdown = False
 
@@ -84,6 +87,7 @@ class WorkQueue(Generic[K]):
         if self._shutdown:
             return
         self._why.setdefault(key, why)
+        self._since.setdefault(key, time.monotonic())
         newly_urgent = urgent and key not in self._urgent_keys
         if key in self._dirty and not newly_urgent:
             return
@@ -148,9 +152,13 @@ class WorkQueue(Generic[K]):
                 await self._cond.wait()
             self._gauge()
             self._dirty.discard(key)
+            urgent = key in self._urgent_keys
             self._urgent_keys.discard(key)
             self._processing.add(key)
             metrics.QUEUE_PASSES.labels(self.name, self._why.pop(key, "event")).inc()
+            since = self._since.pop(key, None)
+            if since is not None:
+                metrics.QUEUE_WAIT.labels(self.name, "true" if urgent else "false").observe(time.monotonic() - since)
             return key
 
     def _pop(self) -> K | None:

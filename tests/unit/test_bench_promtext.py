@@ -7,7 +7,16 @@ import math
 
 import pytest
 
-from bench.promtext import MetricsParseError, Sample, counter_delta, grouped, parse, parse_line, total
+from bench.promtext import (
+    MetricsParseError,
+    Sample,
+    counter_delta,
+    grouped,
+    parse,
+    parse_line,
+    quantile_from_histogram,
+    total,
+)
 
 APISERVER = r'''
 # HELP apiserver_request_total [STABLE] Counter of apiserver requests broken out for each verb, ...
@@ -73,3 +82,26 @@ def test_mean_from_histogram() -> None:
     before = parse('d_sum{verb="GET"} 1.0\nd_count{verb="GET"} 10\nd_sum{verb="PUT"} 2\nd_count{verb="PUT"} 4\n')
     after = parse('d_sum{verb="GET"} 4.0\nd_count{verb="GET"} 40\nd_sum{verb="PUT"} 2\nd_count{verb="PUT"} 4\n')
     assert mean_from_histogram(before, after, "d", ("verb",)) == {("GET",): pytest.approx(0.1)}
+
+
+def _wait(buckets: dict[str, float], urgent: str = "true") -> list[Sample]:
+    return [Sample("w_bucket", {"le": le, "urgent": urgent}, n) for le, n in buckets.items()]
+
+
+@pytest.mark.parametrize(("q", "want"), [
+    (0.5, 0.1),    # rank 50 of 100: the end of the (0.01, 0.1] bucket, which holds 40 of the first 50
+    (0.3, 0.055),  # rank 30: halfway through the 40 in (0.01, 0.1]
+    (0.99, 1.0),   # rank 99 lies in the +Inf bucket: the highest finite bound
+    (0.05, 0.005),  # rank 5 of the 10 in (0, 0.01]
+])
+def test_quantile_from_histogram_between_scrapes(q: float, want: float) -> None:
+    before = _wait({"0.01": 5, "0.1": 5, "1": 5, "+Inf": 5}) + _wait({"0.01": 7, "+Inf": 7}, urgent="false")
+    after = _wait({"0.01": 15, "0.1": 55, "1": 95, "+Inf": 105}) + _wait({"0.01": 9, "+Inf": 9}, urgent="false")
+    got = quantile_from_histogram(before, after, "w", q, {"urgent": "true"})
+    assert got is not None and math.isclose(got, want), got
+
+
+def test_quantile_from_histogram_of_nothing() -> None:
+    same = _wait({"0.01": 3, "+Inf": 3})
+    assert quantile_from_histogram(same, same, "w", 0.99) is None
+    assert quantile_from_histogram([], [], "w", 0.5) is None
