@@ -74,6 +74,8 @@ class Contender:
     worker_qps: float | None = None  # None: the system's default
     worker_burst: int | None = None
     kueue: KueueSettings | None = None
+    #: jobmirror's workersConcurrency (None: its default, which is MIRROR_RECONCILERS)
+    reconcilers: int | None = None
 
 
 CONTENDERS: dict[str, Contender] = {c.key: c for c in (
@@ -81,6 +83,9 @@ CONTENDERS: dict[str, Contender] = {c.key: c for c in (
     Contender("floor", "floor", f"guarantees floor ({MIRROR_QPS:g}/{MIRROR_BURST})"),
     Contender("jobmirror", "jobmirror", f"jobmirror defaults ({MIRROR_QPS:g}/{MIRROR_BURST})"),
     Contender("jobmirror-5qps", "jobmirror", "jobmirror, workers 5/10", worker_qps=5, worker_burst=10),
+    # issue 38: passes in flight against the urgent lane's drain after a burst of completions
+    Contender("jobmirror-64", "jobmirror", "jobmirror, workersConcurrency 64", reconcilers=64),
+    Contender("jobmirror-128", "jobmirror", "jobmirror, workersConcurrency 128", reconcilers=128),
     Contender("multikueue", "multikueue", f"MultiKueue v{versions.KUEUE_VERSION} shipped config",
               kueue=KueueSettings()),
     Contender("multikueue-equal", "multikueue", f"MultiKueue v{versions.KUEUE_VERSION}, manager {MIRROR_QPS:g}/"
@@ -185,6 +190,8 @@ async def start(c: Contender, bed: ClusterBed, clusters: dict[str, LocalCluster]
     if c.worker_qps is not None:
         for w in cfg["workers"]:
             w["qps"], w["burst"] = c.worker_qps, c.worker_burst
+    if c.reconcilers is not None:
+        cfg["workersConcurrency"] = c.reconcilers
     cfg_path = bed.workdir / f"{c.key}-{n}.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg))
     p = env.ControllerProcess(f"{c.key}-{n}", controller_argv(cfg_path, None), logs / f"{c.key}-{n}.log", port)

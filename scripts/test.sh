@@ -56,7 +56,7 @@ fi
 t=$SECONDS
 # What builds, and for which tier (docs/contributing.md, "What make test builds"): the default release
 # in full (every local tier, the demo), helm; the kind images (node image with the default release's
-# kubelet) beside it; the matrix corners' API servers only (status validation) beside the tests.
+# kubelet) beside it; then the matrix corners' release, JobSet and helm, before any test.
 # The kind tier's images build beside the cluster binaries: their Debian downloads and docker
 # work overlap with the Go compilation (a shared lock keeps one build per Go module at a time).
 images_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-kind-images.XXXXXX")
@@ -93,14 +93,23 @@ if [ "$brc_build" -ne 0 ]; then
   exit 1
 fi
 phase "bootstrap: Kubernetes v$(.venv/bin/python -c 'from clusterbed import versions; print(versions.KUBE_VERSION)') in full, etcd, kwok" "$t"
-# The corners' control planes build beside the local tiers; the tests that need them run last
-# (tests/conftest.py) and wait for this build under its lock if they get there first.
+# The matrix corners' release (v1.33.5), JobSet (the JobSet kind's tests, the chaos tier's jobset-mix)
+# and helm with the Prometheus Operator CRDs (the chart and monitoring tests) build before the tests,
+# the kind images still beside them: on 2 cores, tests beside a Go build ran 1.8-2.8x slower in a cold
+# run (2026-11-27, docs/contributing.md) and timing-bound ones failed. Cached, this takes a second.
+t=$SECONDS
 corners_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-corners.XXXXXX")
-# ... and JobSet, for the JobSet kind's integration tests and the chaos tier's jobset-mix (they wait for this
-# build under its lock if they get there first).
-# ... and helm with the Prometheus Operator CRDs (the chart and monitoring tests, marked built_beside too).
-.venv/bin/python -m clusterbed.build --corners-only --jobset --helm >"$corners_log" 2>&1 &
+.venv/bin/python -m clusterbed.build --corners-only --jobset --helm > >(tee "$corners_log" | grep --line-buffered -E 'building from source|so far|done in|waiting|error') 2>&1 &
 corners_pid=$!
+crc_build=0
+wait "$corners_pid" || crc_build=$?
+corners_pid=
+if [ "$crc_build" -ne 0 ]; then
+  echo "[test] building the corners' release, JobSet or helm failed (exit $crc_build):" >&2
+  tail -n 60 "$corners_log" >&2
+  exit 1
+fi
+phase "bootstrap: the corners' release, JobSet, helm" "$t"
 
 rc=0
 brc=0
@@ -150,10 +159,6 @@ echo "[test] pytest: unit, integration, conformance, security, e2e on local cont
 .venv/bin/pytest -m "not kind and not chaos and not below_floor and not bench_smoke" --durations=60 \
   --junitxml=.test-reports/local.xml || rc=$?
 phase "pytest local tiers (rc=$rc)" "$t"
-crc_build=0
-wait "$corners_pid" || crc_build=$?
-corners_pid=
-grep -E 'building from source|ready:|done in|error' "$corners_log" || true
 if kill -0 "$kind_pid" 2>/dev/null; then
   echo "[test] waiting for the background lane, now at: $(grep -hE '^(e2e|tests)/' "$kind_log" "$chaos_log" | tail -n 1)"
 fi
