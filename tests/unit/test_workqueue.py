@@ -264,3 +264,25 @@ async def test_each_pass_is_counted_by_what_queued_its_key_first() -> None:
     assert (passes("copy-modified"), passes("manager-modified"), passes("event"), passes("room"),
             passes("after")) == (1, 0, 1, 1, 1)
     assert not q._why  # nothing kept for keys without a pending pass
+
+
+async def test_each_pass_observes_how_long_its_key_waited() -> None:
+    """jobmirror_runtime_queue_wait_seconds: from the first add since the key's last pass to the pass, urgent apart."""
+
+    def observed(urgent: str) -> tuple[float, float]:
+        h = metrics.QUEUE_WAIT.labels("wait-test", urgent)
+        return h._sum.get(), sum(b.get() for b in h._buckets)
+
+    q: WorkQueue[str] = WorkQueue("wait-test")
+    q.add("a")
+    await asyncio.sleep(0.05)
+    q.add("a")  # folded: the wait counts from the first add
+    q.add("b", urgent=True)
+    assert await q.get() == "b"
+    assert await q.get() == "a"
+    q.done("a")
+    q.done("b")
+    (waited_a, n_a), (waited_b, n_b) = observed("false"), observed("true")
+    assert (n_a, n_b) == (1, 1)
+    assert 0.05 <= waited_a < 1 and waited_b < 0.05
+    assert not q._since  # nothing kept for keys without a pending pass
