@@ -36,6 +36,16 @@ stop_our_engine() {
   rm -f "$lane_stop"
 }
 trap stop_our_engine EXIT
+# await_build PID LOG WHAT: wait for a build started in the background; if it failed, its log's end and exit 1.
+await_build() {
+  local brc=0
+  wait "$1" || brc=$?
+  if [ "$brc" -ne 0 ]; then
+    echo "[test] building $3 failed (exit $brc):" >&2
+    tail -n 60 "$2" >&2
+    exit 1
+  fi
+}
 
 t=$SECONDS
 bash scripts/bootstrap.sh --python-only
@@ -84,14 +94,8 @@ docs_out=$(mktemp -d "${TMPDIR:-/tmp}/jobmirror-site.XXXXXX")
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$docs_out"
 rm -rf "$docs_out"
 phase "docs (mkdocs build --strict), beside the build" "$t2"
-brc_build=0
-wait "$build_pid" || brc_build=$?
+await_build "$build_pid" "$build_log" "the cluster binaries"
 build_pid=
-if [ "$brc_build" -ne 0 ]; then
-  echo "[test] building the cluster binaries failed (exit $brc_build):" >&2
-  tail -n 60 "$build_log" >&2
-  exit 1
-fi
 phase "bootstrap: Kubernetes v$(.venv/bin/python -c 'from clusterbed import versions; print(versions.KUBE_VERSION)') in full, etcd, kwok" "$t"
 # The matrix corners' release (v1.33.5), JobSet (the JobSet kind's tests, the chaos tier's jobset-mix)
 # and helm with the Prometheus Operator CRDs (the chart and monitoring tests) build before the tests,
@@ -101,14 +105,8 @@ t=$SECONDS
 corners_log=$(mktemp "${TMPDIR:-/tmp}/jobmirror-corners.XXXXXX")
 .venv/bin/python -m clusterbed.build --corners-only --jobset --helm > >(tee "$corners_log" | grep --line-buffered -E 'building from source|so far|done in|waiting|error') 2>&1 &
 corners_pid=$!
-crc_build=0
-wait "$corners_pid" || crc_build=$?
+await_build "$corners_pid" "$corners_log" "the corners' release, JobSet or helm"
 corners_pid=
-if [ "$crc_build" -ne 0 ]; then
-  echo "[test] building the corners' release, JobSet or helm failed (exit $crc_build):" >&2
-  tail -n 60 "$corners_log" >&2
-  exit 1
-fi
 phase "bootstrap: the corners' release, JobSet, helm" "$t"
 
 rc=0
