@@ -212,21 +212,17 @@ def _controller_counters(before: list[promtext.Sample] | None, after: list[promt
         "passesByTrigger": delta("jobmirror_runtime_queue_passes_total", ("why",)),
         # where a status change waits: in the work queue (urgent: a decided or finished copy), and from
         # the copy's change arriving in the worker watch to the manager write (the controller's own view)
-        "queueWaitSeconds": {
-            ("urgent" if urgent == "true" else "normal"): {
-                "mean": rnd4(promtext.mean_from_histogram(before, after, "jobmirror_runtime_queue_wait_seconds",
-                                                          where={"urgent": urgent}).get((), None)),
-                "p99": rnd4(promtext.quantile_from_histogram(before, after, "jobmirror_runtime_queue_wait_seconds",
-                                                             0.99, {"urgent": urgent}))}
-            for urgent in ("true", "false")},
-        "statusPropagationSeconds": {
-            "mean": rnd4(promtext.mean_from_histogram(before, after, "jobmirror_status_propagation_seconds").get(())),
-            "p99": rnd4(promtext.quantile_from_histogram(before, after, "jobmirror_status_propagation_seconds", 0.99))},
+        "queueWaitSeconds": {("urgent" if urgent == "true" else "normal"): _mean_and_p99(
+            before, after, "jobmirror_runtime_queue_wait_seconds", {"urgent": urgent}) for urgent in ("true", "false")},
+        "statusPropagationSeconds": _mean_and_p99(before, after, "jobmirror_status_propagation_seconds"),
     }
 
 
-def rnd4(v: float | None) -> float | None:
-    return None if v is None else round(v, 4)
+def _mean_and_p99(before: list[promtext.Sample], after: list[promtext.Sample], histogram: str,
+                  where: dict[str, str] | None = None) -> dict[str, float | None]:
+    """A histogram's mean and 99th percentile between two scrapes (None where nothing was observed)."""
+    return {"mean": stats.rounded(promtext.mean_from_histogram(before, after, histogram, where=where).get(()), 4),
+            "p99": stats.rounded(promtext.quantile_from_histogram(before, after, histogram, 0.99, where), 4)}
 
 
 class MetricsTimeline(env.Periodic):
@@ -518,9 +514,6 @@ def _results(n: int, tr: Tracker, sub: Submission, t0: float, t_done: float, t_c
         placements[j.worker or "none"] = placements.get(j.worker or "none", 0) + 1
     status_managers = sorted({j.remote_status_manager for j in js if j.remote_status_manager})
 
-    def rnd(x: float | None) -> float | None:
-        return None if x is None else round(x, 3)
-
     def ms(v: list[float | None]) -> list[float | None]:
         return [None if x is None else round(x * 1000, 1) for x in v]
 
@@ -528,13 +521,13 @@ def _results(n: int, tr: Tracker, sub: Submission, t0: float, t_done: float, t_c
         "outcomes": outcomes,
         "placement": placements,
         "throughput": {
-            "allCompleteSeconds": rnd(all_secs),
-            "jobsPerSecondEndToEnd": rnd(stats.rate(n, all_secs)),
-            "allDispatchedSeconds": rnd(disp_secs),
-            "dispatchedPerSecond": rnd(stats.rate(n, disp_window)),
+            "allCompleteSeconds": stats.rounded(all_secs, 3),
+            "jobsPerSecondEndToEnd": stats.rounded(stats.rate(n, all_secs), 3),
+            "allDispatchedSeconds": stats.rounded(disp_secs, 3),
+            "dispatchedPerSecond": stats.rounded(stats.rate(n, disp_window), 3),
             "dispatchedPerSecondNote": "remote copies created per second, first manager Job seen → last copy "
                                        "seen (the figure comparable to MultiKueue's workloads/s)",
-            "cleanupSeconds": rnd(t_clean - t_done),
+            "cleanupSeconds": stats.rounded(t_clean - t_done, 3),
         },
         "latencySeconds": {
             "dispatch": {

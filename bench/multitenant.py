@@ -512,10 +512,6 @@ async def staged_submit(mgr: ClusterClient, jobs: Sequence[TenantJob], manifests
     return total
 
 
-def _round(x: float | None, digits: int = 2) -> float | None:
-    return None if x is None else round(x, digits)
-
-
 def order_figures(jobs: Sequence[TenantJob], seen: pl.Seen, spans: SpanWatch, sub: Submission,
                   nodes: Mapping[str, Sequence[NodeRoom]], t0: float, end: float, bound: float,
                   step: float = 1.0, said_waiting: Mapping[str, float] | None = None) -> dict[str, Any]:
@@ -565,11 +561,13 @@ def order_figures(jobs: Sequence[TenantJob], seen: pl.Seen, spans: SpanWatch, su
         "timeToStartSeconds": wait_summary(to_start, tenant_of),
         "timeToStartNote": "manager creationTimestamp → first pod startTime (object timestamps, 1 s)",
         "burstWindowSeconds": [round(window[0] - t0, 1), round(window[1] - t0, 1)] if window else None,
-        "smallDuringBurst": {"jobs": len(during), "p50": _round(stats.percentile(during, 50)), "p99": _round(p99),
+        "smallDuringBurst": {"jobs": len(during), "p50": stats.rounded(stats.percentile(during, 50), 2),
+                             "p99": stats.rounded(p99, 2),
                              "meanJobSeconds": round(mean_len, 2) if mean_len else None,
                              "p99OverMeanLength": round(p99 / mean_len, 2) if p99 is not None and mean_len else None,
-                             "byPriority": {pc: {"jobs": len(v), "p50": _round(stats.percentile(v, 50)),
-                                                 "p99": _round(stats.percentile(v, 99))} for pc, v in by_prio.items()}},
+                             "byPriority": {pc: {"jobs": len(v), "p50": stats.rounded(stats.percentile(v, 50), 2),
+                                                 "p99": stats.rounded(stats.percentile(v, 99), 2)}
+                                            for pc, v in by_prio.items()}},
         "fairness": fairness(samples),
         "fairnessSamePriority": None,  # filled in below from perJob
         "fairnessNote": "Jain's index of the tenants' dominant shares (DRF over cpu, memory, gpu of their running "

@@ -6,6 +6,11 @@ import math
 from collections.abc import Iterable, Sequence
 
 
+def rounded(x: float | None, digits: int) -> float | None:
+    """``x`` rounded for a results file (``None``, an unmeasured figure, stays ``None``)."""
+    return None if x is None else round(x, digits)
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     """The ``q``-th percentile (0..100) with linear interpolation between closest ranks.
 
