@@ -49,10 +49,9 @@ class WorkQueue(Generic[K]):
         self._processing: set[K] = set()
         self._failures: dict[K, int] = {}
         self._timers: dict[K, asyncio.TimerHandle] = {}
-        #: what queued each dirty key first since its last pass (jobmirror_runtime_queue_passes_total)
-        self._why: dict[K, str] = {}
-        #: when each dirty key was first queued since its last pass (jobmirror_runtime_queue_wait_seconds)
-        self._since: dict[K, float] = {}
+        #: what queued each dirty key first since its last pass, and when (jobmirror_runtime_queue_passes_total,
+        #: jobmirror_runtime_queue_wait_seconds)
+        self._queued: dict[K, tuple[str, float]] = {}
         self._cond = asyncio.Condition()
         self._shutdown = False
 
@@ -86,8 +85,8 @@ class WorkQueue(Generic[K]):
         counted per pass by the first reason."""
         if self._shutdown:
             return
-        self._why.setdefault(key, why)
-        self._since.setdefault(key, time.monotonic())
+        if key not in self._queued:
+            self._queued[key] = (why, time.monotonic())
         newly_urgent = urgent and key not in self._urgent_keys
         if key in self._dirty and not newly_urgent:
             return
@@ -155,8 +154,8 @@ class WorkQueue(Generic[K]):
             urgent = key in self._urgent_keys
             self._urgent_keys.discard(key)
             self._processing.add(key)
-            metrics.QUEUE_PASSES.labels(self.name, self._why.pop(key, "event")).inc()
-            since = self._since.pop(key, None)
+            why, since = self._queued.pop(key, ("event", None))
+            metrics.QUEUE_PASSES.labels(self.name, why).inc()
             if since is not None:
                 metrics.QUEUE_WAIT.labels(self.name, "true" if urgent else "false").observe(time.monotonic() - since)
             return key

@@ -263,7 +263,7 @@ async def test_each_pass_is_counted_by_what_queued_its_key_first() -> None:
     q.done("c")
     assert (passes("copy-modified"), passes("manager-modified"), passes("event"), passes("room"),
             passes("after")) == (1, 0, 1, 1, 1)
-    assert not q._why  # nothing kept for keys without a pending pass
+    assert not q._queued  # nothing kept for keys without a pending pass
 
 
 async def test_each_pass_observes_how_long_its_key_waited() -> None:
@@ -285,4 +285,4 @@ async def test_each_pass_observes_how_long_its_key_waited() -> None:
     (waited_a, n_a), (waited_b, n_b) = observed("false"), observed("true")
     assert (n_a, n_b) == (1, 1)
     assert 0.05 <= waited_a < 1 and waited_b < 0.05
-    assert not q._since  # nothing kept for keys without a pending pass
+    assert not q._queued  # nothing kept for keys without a pending pass
