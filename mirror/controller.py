@@ -249,13 +249,12 @@ class MirrorController:
                 # has not reached the pass yet. Judged when the pass ends, its writes all recorded.
                 self._during_pass.setdefault(key, []).append((old, new))
                 return
-            self._judge_manager_event(kind, etype, old, new)
+            self._judge_manager_event(kind, key, etype, old, new)
 
         return on_manager_object
 
-    def _judge_manager_event(self, kind: MirroredKind, etype: str, old: Obj | None, new: Obj) -> None:
+    def _judge_manager_event(self, kind: MirroredKind, key: QueueKey, etype: str, old: Obj | None, new: Obj) -> None:
         """Queue a pass for a manager object's watch event unless it cannot change what a pass does."""
-        key = QueueKey(kind.name, key_of(new))
         if not self.claim.claims(kind, new):
             if FINALIZER in (new["metadata"].get("finalizers") or []):
                 # Maybe claimed before namespaces/controllerName changed: the reconcile decides.
@@ -299,7 +298,7 @@ class MirrorController:
             return await self.reconcilers[key.kind].reconcile(key.key)
         finally:
             for old, new in self._during_pass.pop(key, ()):
-                self._judge_manager_event(self.kinds[key.kind], "MODIFIED", old, new)
+                self._judge_manager_event(self.kinds[key.kind], key, "MODIFIED", old, new)
 
     # -- health -----------------------------------------------------------------------------
 
