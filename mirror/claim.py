@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kruntime.resources import Obj
-from mirror.naming import FINALIZER
+from mirror.naming import holds_finalizer
 
 if TYPE_CHECKING:
     from mirror.kinds import MirroredKind
@@ -40,6 +40,6 @@ def worth_caching(kind: MirroredKind, obj: Obj, *, claimed: bool) -> bool:
     A claimed object that finished and was released has nothing left for us: dropping it keeps the
     cache (and the resync passes) to the work in flight, where otherwise every Job finished since
     the manager last deleted them would be held whole (~11 KB each, issue 38)."""
-    if FINALIZER in (obj["metadata"].get("finalizers") or []):
+    if holds_finalizer(obj):
         return True
     return claimed and not kind.is_finished(obj)

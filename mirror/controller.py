@@ -31,7 +31,7 @@ from mirror.jobs.kind import JOB_KIND
 from mirror.jobsets.kind import JOBSET_KIND
 from mirror.kinds import MirroredKind, QueueKey
 from mirror.manager_lookups import ManagerLookups, namespace_informer, priority_class_informer
-from mirror.naming import FIELD_MANAGER, FINALIZER
+from mirror.naming import FIELD_MANAGER, holds_finalizer
 from mirror.placement import policy_for
 from mirror.placer import BEHIND_WAKES, WAITING_RECHECK, Placer
 from mirror.progress import Stuck
@@ -217,7 +217,7 @@ class MirrorController:
                         self.cfg.namespaces, exc)
             return
         for obj in items:
-            if FINALIZER in (obj["metadata"].get("finalizers") or []):
+            if holds_finalizer(obj):
                 try:
                     await self.reconcilers[kind.name].release_if_unclaimed(obj)
                 except ApiError as exc:
@@ -238,7 +238,7 @@ class MirrorController:
                 for we in self.worker_events.values():
                     we.forget(uid)
                 self.reconcilers[kind.name].writes.forget(key_of(new))
-                if FINALIZER not in (new["metadata"].get("finalizers") or []):
+                if not holds_finalizer(new):
                     # Deleted or dropped (finished and let go) without our finalizer: a pass would find
                     # nothing of it — its copies were deleted before the finalizer was released, and
                     # a copy someone else's edit left behind is the garbage collector's.
@@ -256,7 +256,7 @@ class MirrorController:
     def _judge_manager_event(self, kind: MirroredKind, key: QueueKey, etype: str, old: Obj | None, new: Obj) -> None:
         """Queue a pass for a manager object's watch event unless it cannot change what a pass does."""
         if not self.claim.claims(kind, new):
-            if FINALIZER in (new["metadata"].get("finalizers") or []):
+            if holds_finalizer(new):
                 # Maybe claimed before namespaces/controllerName changed: the reconcile decides.
                 self.queue.add(key, why=f"manager-{etype.lower()}")
             return

@@ -11,7 +11,7 @@ to mirror or clean up).
 from __future__ import annotations
 
 from kruntime.resources import Obj
-from mirror.naming import FINALIZER
+from mirror.naming import holds_finalizer
 
 
 def needs_pass(etype: str, copy: Obj, *, created_here: bool, manager: Obj | None,
@@ -21,5 +21,5 @@ def needs_pass(etype: str, copy: Obj, *, created_here: bool, manager: Obj | None
     if etype == "ADDED" and created_here and not copy.get("status"):
         return False
     if etype == "DELETED":
-        return not deleted_here and manager is not None and FINALIZER in (manager["metadata"].get("finalizers") or [])
+        return not deleted_here and manager is not None and holds_finalizer(manager)
     return True

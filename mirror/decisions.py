@@ -21,7 +21,7 @@ from mirror.naming import (
     ANNOTATION_CLUSTER,
     ANNOTATION_DELETE_PROPAGATION,
     ANNOTATION_REMOTE_NAME,
-    FINALIZER,
+    holds_finalizer,
 )
 
 
@@ -147,7 +147,7 @@ def release_unclaimed(obj: Obj, *, claimed: bool, claimed_in_any_namespace: bool
     the stamp) claimed by our ``controllerName`` but in a namespace we no longer watch. Another
     installation's objects carry its own origin and are never touched.
     """
-    if claimed or FINALIZER not in (obj["metadata"].get("finalizers") or []):
+    if claimed or not holds_finalizer(obj):
         return False
     stamp = annotations_of(obj).get(ANNOTATION_CLAIMED_BY)
     if stamp is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from jobapi.names import BUILTIN_JOB_CONTROLLER, CONTROLLER_UID_LABELS, JOBMIRROR_CONTROLLER
+from kruntime.resources import Obj
 
 DEFAULT_CONTROLLER_NAME = JOBMIRROR_CONTROLLER
 BUILTIN_CONTROLLER_NAME = BUILTIN_JOB_CONTROLLER
@@ -44,6 +45,13 @@ ANNOTATION_WORKER_SELECTOR = "jobmirror.dev/worker-selector"
 #: why the Job went where it did: the policy and each worker's load at that moment (or the pin)
 ANNOTATION_PLACEMENT_REASON = "jobmirror.dev/placement-reason"
 FINALIZER = "jobmirror.dev/cleanup"
+
+
+def holds_finalizer(obj: Obj) -> bool:
+    """Whether ``obj`` carries our finalizer (its copies' cleanup, or the finalizer's release, is left to do)."""
+    return FINALIZER in (obj["metadata"].get("finalizers") or [])
+
+
 #: the ``origin`` of the installation that added FINALIZER: lets it release the finalizer
 #: once it no longer claims the Job (namespaces narrowed, controllerName changed)
 ANNOTATION_CLAIMED_BY = "jobmirror.dev/claimed-by"

@@ -70,7 +70,7 @@ from mirror.decisions import (
 from mirror.event_reasons import EventReason
 from mirror.identity import labels_of_copy
 from mirror.kinds import MirroredKind
-from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_PIN, FINALIZER
+from mirror.naming import ANNOTATION_CLAIMED_BY, ANNOTATION_PIN, holds_finalizer
 from mirror.placement import NoWorker
 from mirror.progress import Stuck
 from mirror.status_lag import interim_hold
@@ -234,7 +234,7 @@ class Group:
 
 
 def _holds_our_finalizer(job: Obj, origin: str) -> bool:
-    return (FINALIZER in (job["metadata"].get("finalizers") or [])
+    return (holds_finalizer(job)
             and annotations_of(job).get(ANNOTATION_CLAIMED_BY) == origin)
 
 
