@@ -16,7 +16,7 @@ from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeco
 from kruntime.events import EventRecorder, ObjectEvents, SpamFilter
 from kruntime.httpserver import HealthServer
 from kruntime.identity import IdentityUnavailable, read_identity
-from kruntime.informer import Informer, NamespacedInformers, without_managed_fields
+from kruntime.informer import Informer, NamespacedInformers, RecordInformer, without_managed_fields
 from kruntime.leaderelect import LeaderElector, Timing
 from kruntime.resources import Obj, key_of, status_only_change
 from kruntime.workqueue import WorkQueue
@@ -349,11 +349,12 @@ class MirrorController:
         for informer in self.informers.values():
             await informer.wait_synced()
         # Give reachable workers a moment to sync and answer a probe, so the first placements
-        # see all of them and their load (else the first Jobs all go to whichever worker
-        # answered first); an unreachable one must not hold up the others.
+        # see all of them, their load and their room (else the first Jobs all go to whichever worker
+        # answered first, or to one whose ServiceAccounts were not listed yet); an unreachable one
+        # must not hold up the others.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(
-                *(i.synced.wait() for w in usable for i in w.informers()),
+                *(i.synced.wait() for w in usable for i in self._worker_watches(w)),
                 *(w.probed.wait() for w in self.workers.values())), 10)
         assert self.placer is not None
         if self.namespaces is not None:  # tenants by namespaceSelector: what runs counts for the right one
@@ -368,6 +369,11 @@ class MirrorController:
         spawn(gc.gc_loop(self.manager, list(self.workers.values()), self.origin, self.cfg.gc_interval,
                          list(self.kinds.values()), self.manager_cluster, caches=self.informers), "gc")
         await self.queue.run_workers(self.cfg.workers_concurrency, self._reconcile)
+
+    def _worker_watches(self, w: WorkerCluster) -> list[RecordInformer[Any]]:
+        """The worker's copy caches and its room view's watches: what the first placements read."""
+        room = self.rooms.get(w.name)
+        return [*w.informers(), *(room.informers() if room is not None else ())]
 
     def _start_worker(self, w: WorkerCluster) -> None:
         """Its copy caches and the mirroring of its events (never for an unusable or held worker)."""

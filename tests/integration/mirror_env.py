@@ -185,7 +185,28 @@ class MirrorEnv:
             j = await self.get(name)
             return j if cond(j, ctype) == "True" else None
 
-        return await wait_for(probe, timeout=timeout, what=f"{name} {ctype}=True")  # type: ignore[no-any-return]
+        try:
+            return await wait_for(probe, timeout=timeout, what=f"{name} {ctype}=True")  # type: ignore[no-any-return]
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{await self.story(name)}") from None
+
+    async def story(self, name: str) -> str:
+        """Where manager Job ``name`` stands, for a failed wait: its placement, conditions, events and
+        copies (a flake under load then says which step it stopped at)."""
+        job = await self.get(name)
+        if job is None:
+            return f"{name}: not on the manager"
+        md, st = job["metadata"], job.get("status") or {}
+        conditions = [(c.get("type"), c.get("status"), c.get("reason")) for c in st.get("conditions") or []]
+        lines = [f"{name}: annotations {md.get('annotations') or {}}", f"  conditions {conditions}",
+                 f"  counters active={st.get('active')} ready={st.get('ready')} succeeded={st.get('succeeded')} "
+                 f"failed={st.get('failed')}"]
+        lines += [f"  event {e.get('reason')}: {e.get('message')}" for e in await self.events(name)]
+        for worker, copy in (await self.copies(md["uid"])).items():
+            cst = copy.get("status") or {}
+            lines.append(f"  copy on {worker}: active={cst.get('active')} succeeded={cst.get('succeeded')} "
+                         f"conditions {[c.get('type') for c in cst.get('conditions') or []]}")
+        return "\n".join(lines)
 
     async def wait_gone(self, name: str, client: ClusterClient | None = None, timeout: float = 30) -> None:
         async def probe() -> bool:
