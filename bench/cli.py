@@ -1,4 +1,4 @@
-"""``python -m bench [all|mirror|builtin|compare|placement|versions|ab|chaos|behaviour|plot] [flags]``:
+"""``python -m bench [all|mirror|builtin|compare|placement|fleet|versions|ab|chaos|behaviour|plot] [flags]``:
 see bench/README.md."""
 
 from __future__ import annotations
@@ -133,6 +133,24 @@ def parser() -> argparse.ArgumentParser:
     pc.add_argument("--out", type=Path, default=REPO / "results", help="results directory (default: results/)")
     pc.add_argument("--name", default=None,
                     help="base name of the JSON/PNG (default: placement, or placement-multitenant)")
+    fl = sub.add_parser("fleet", help="the real controller against a simulated fleet of fake workers, larger than "
+                                      "the bed (bench/fleet.py; a simulation: the API servers are fakes)")
+    fl.add_argument("--workers", type=int, default=50, help="simulated workers (default 50)")
+    fl.add_argument("--pods-per-worker", type=int, default=20_000,
+                    help="running pods on each worker before the controller starts (default 20000)")
+    fl.add_argument("--nodes-per-worker", type=int, default=100, help="nodes of each worker (default 100)")
+    fl.add_argument("--running", type=int, default=20_000,
+                    help="long-running Jobs dispatched before the arrival windows (default 20000)")
+    fl.add_argument("--rate", type=float, default=1.16,
+                    help="Jobs per second in the steady window (default 1.16: 100,000 a day); the burst window "
+                         "runs ten times that")
+    fl.add_argument("--window", type=float, default=120.0, help="seconds of each arrival window (default 120)")
+    fl.add_argument("--job-seconds", type=float, default=60.0,
+                    help="how long an arriving Job runs on its worker (default 60)")
+    fl.add_argument("--phase-timeout", type=float, default=1800.0,
+                    help="seconds the start, fill and failover phases may each take (default 1800)")
+    fl.add_argument("--out", type=Path, default=REPO / "results", help="results directory (default: results/)")
+    fl.add_argument("--name", default="fleet", help="base name of the JSON/PNG (default: fleet)")
     vs = sub.add_parser("versions", help="the user journeys on every (manager, worker) Kubernetes release pair "
                                          "(bench/versions.py): results/versions.json + .md")
     vs.add_argument("--managers", default=None,
@@ -181,6 +199,8 @@ def _write(result: dict[str, Any], out: Path, name: str) -> tuple[Path, Path]:
         plot.plot_placement(result, png)
     elif result["benchmark"] == "placement-multitenant":
         plot.plot_multitenant(result, png)
+    elif result["benchmark"] == "fleet":
+        plot.plot_fleet(result, png)
     else:
         plot.plot_builtin(result, png)
     return jpath, png
@@ -338,6 +358,24 @@ async def _placement(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+async def _fleet(args: argparse.Namespace) -> int:
+    """The simulation, its JSON and plot; exit 1 when a phase did not finish."""
+    from bench import fleet
+    from bench.env import say
+
+    opts = fleet.FleetOptions(out=args.out, workers=args.workers, pods_per_worker=args.pods_per_worker,
+                              nodes_per_worker=args.nodes_per_worker, running=args.running, rate=args.rate,
+                              window=args.window, job_seconds=args.job_seconds, phase_timeout=args.phase_timeout)
+    task = asyncio.current_task()
+    if task is not None:  # SIGTERM as Ctrl-C: the run's finally stops the controllers and the simulation
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    result = await fleet.run(opts)
+    paths = _write(result, args.out, args.name)
+    print(fleet.markdown_table(result))
+    say(f"wrote {paths[0]} and {paths[1]}")
+    return 0 if result.get("error") is None else 1
+
+
 async def _versions(args: argparse.Namespace) -> int:
     """Every planned combination on fresh clusters; exit 1 when a journey did not pass."""
     import logging
@@ -418,7 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         result = json.loads(args.json.read_text())
         png = args.json.with_suffix(".png")
         {"mirror": plot.plot_mirror, "chaos": plot.plot_chaos, "compare": plot.plot_compare,
-         "placement": plot.plot_placement, "placement-multitenant": plot.plot_multitenant}.get(
+         "placement": plot.plot_placement, "placement-multitenant": plot.plot_multitenant,
+         "fleet": plot.plot_fleet}.get(
             result["benchmark"], plot.plot_builtin)(result, png)
         print(png)
         return 0
@@ -449,6 +488,16 @@ def main(argv: list[str] | None = None) -> int:
 
             say("versions: interrupted; its controllers were stopped and its clusters deleted")
             return 130
+    if args.cmd == "fleet":
+        from bench.env import say
+
+        try:
+            rc = asyncio.run(_fleet(args))
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            say("fleet: interrupted; its controllers and the simulation were stopped")
+            return 130
+        say(f"done in {time.monotonic() - started:.0f}s")
+        return rc
     if args.cmd == "placement":
         from bench.env import say
 

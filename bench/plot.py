@@ -445,3 +445,57 @@ def plot_multitenant(result: dict[str, Any], path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_fleet(result: dict[str, Any], path: Path) -> Path:
+    """``fleet``: the controller's CPU, RSS and passes over the simulation, phases shaded, and the
+    fake's own CPU beside (a simulation: the fake's cost is not the controller's)."""
+    rows = result.get("timeline") or []
+    fig, axes = plt.subplots(1, 3, figsize=(20, 4.6), squeeze=False)
+    cpu_ax, rss_ax, pass_ax = axes[0]
+
+    def rate(key: str, sub: str | None = None) -> tuple[list[float], list[float]]:
+        xs, ys = [], []
+        for a, b in itertools.pairwise(rows):
+            va = a.get(key, {}).get(sub) if sub else a.get(key)
+            vb = b.get(key, {}).get(sub) if sub else b.get(key)
+            if isinstance(va, (int, float)) and isinstance(vb, (int, float)) and b["t"] > a["t"] and vb >= va:
+                xs.append(b["t"])
+                ys.append((vb - va) / (b["t"] - a["t"]))
+        return xs, ys
+
+    for who in ("controller", "fleetsim"):
+        xs, ys = rate(who, "cpu")
+        cpu_ax.plot(xs, [100 * y for y in ys], label=who)
+        pts = [(r["t"], r[who]["rssMiB"]) for r in rows if who in r and r[who].get("rssMiB")]
+        rss_ax.plot([t for t, _ in pts], [v for _, v in pts], label=who)
+    xs, ys = rate("passes")
+    pass_ax.plot(xs, ys, label="passes/s")
+    xs, ys = rate("dispatches")
+    pass_ax.plot(xs, ys, label="dispatches/s")
+    lag = [(r["t"], r["loopLagMaxAtMostSeconds"]) for r in rows
+           if isinstance(r.get("loopLagMaxAtMostSeconds"), (int, float))]
+    if lag:
+        twin = pass_ax.twinx()
+        twin.step([t for t, _ in lag], [v for _, v in lag], color="grey", alpha=0.6, label="loop lag max <= (s)")
+        twin.set_yscale("log")
+        twin.set_ylabel("loop lag (s), log")
+    bounds: dict[str, list[float]] = {}
+    for r in rows:
+        if r.get("phase"):
+            bounds.setdefault(r["phase"], []).append(r["t"])
+    for ax in (cpu_ax, rss_ax, pass_ax):
+        for i, (name, ts) in enumerate(bounds.items()):
+            ax.axvspan(min(ts), max(ts), color=f"C{i % 10}", alpha=0.07)
+            ax.text(min(ts), 1.0, name, transform=ax.get_xaxis_transform(), fontsize=7, va="bottom")
+        ax.set_xlabel("seconds since the simulation was up")
+        ax.legend(fontsize=7, loc="upper left")
+    cpu_ax.set_ylabel("CPU % (100 = one core)")
+    rss_ax.set_ylabel("RSS MiB")
+    o = result["options"]
+    fig.suptitle(f"SIMULATION — {o['workers']} workers x {o['pods_per_worker']} pods, {o['running']} running Jobs",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
