@@ -106,9 +106,10 @@ def current_wait() -> TokenWait | None:
     return _TOKEN_WAIT.get()
 
 
-def service_seconds(elapsed: float, token_wait: float) -> float:
-    """How long the server took: the call's duration without the wait for our own client's token."""
-    return max(0.0, elapsed - token_wait)
+def service_seconds(elapsed: float, token_wait: float, loop_stall: float = 0.0) -> float:
+    """How long the server took: the call's duration without the wait for our own client's token and
+    without the time our own event loop was stalled meanwhile (kruntime.lifecycle.LoopStall)."""
+    return max(0.0, elapsed - token_wait - loop_stall)
 
 
 def exponential_backoff(failures: int, base: float, cap: float) -> float:

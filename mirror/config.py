@@ -413,7 +413,9 @@ class Config(BaseSettings):
                                          "worker.")
     slow_call_seconds: float = Field(3.0, gt=0, description=(
         "A worker call (or probe) slower than this makes the worker slow for a minute: new Jobs go elsewhere "
-        "when they can, and its calls share a quarter of the reconcile slots with the other slow workers'."))
+        "when they can, and its calls share a quarter of the reconcile slots with the other slow workers'. "
+        "Timed without the wait for the client's own QPS token and without the time the controller's own "
+        "event loop was stalled meanwhile (jobmirror_event_loop_lag_seconds): those are not the worker's."))
     workers_concurrency: int = Field(32, ge=1, description="Reconcile slots: manager Jobs reconciled at once.")
     metrics_address: Address = Field(":8080", description="host:port serving `/healthz`, `/readyz` and "
                                      "`/metrics`; empty = off.")

@@ -33,6 +33,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from kruntime.client import ApiError, ClusterClient
 from kruntime.informer import Informer, without_managed_fields
+from kruntime.lifecycle import LOOP_STALL
 from kruntime.ratelimit import TokenWait, measuring, service_seconds
 from kruntime.resources import Obj, key_of
 from mirror import identity, metrics
@@ -120,6 +121,7 @@ class WorkerCluster:
         probe_interval: float = 5.0,
         max_in_flight: int = 8,
         clock: Callable[[], float] = time.monotonic,
+        loop_stall: Callable[[], float] = LOOP_STALL.seconds,
         config_error: str | None = None,
         slow_after: float = 3.0,
         slow_hold: float = 60.0,
@@ -133,6 +135,8 @@ class WorkerCluster:
         self.origin = origin
         self.probe_interval = probe_interval
         self.clock = clock
+        #: how long our own event loop has been stalled in all: not the worker's slowness
+        self.loop_stall = loop_stall
         #: True when this worker is the manager cluster itself (KEP-4368 Story 1).
         self.is_manager = False
         #: its cluster identity (kube-system namespace UID), once read and checked against the others
@@ -153,7 +157,8 @@ class WorkerCluster:
         self.slow_after, self.slow_hold = slow_after, slow_hold
         #: shared by every worker's calls while it is slow (the controller passes one to all)
         self.slow_slots = slow_slots or asyncio.Semaphore(max_in_flight)
-        self._calls: dict[int, tuple[float, TokenWait]] = {}  # in-flight call -> its start, its token wait
+        #: in-flight call -> its start, our loop's stall then, its token wait
+        self._calls: dict[int, tuple[float, float, TokenWait]] = {}
         #: Jobs parked while this worker's client has too many calls queued for tokens (worker_line)
         self.line = TokenLine(slow_after / 2)
         self._slow_until = 0.0
@@ -251,7 +256,9 @@ class WorkerCluster:
         """Why this worker counts as slow now, or None."""
         now = self.clock()
         # A call still waiting for its client's token has not reached the worker: not its slowness.
-        oldest = min((started + w.seconds for started, w in self._calls.values() if not w.queueing), default=now)
+        stalled = self.loop_stall()
+        oldest = min((started + w.seconds + (stalled - stall) for started, stall, w in self._calls.values()
+                      if not w.queueing), default=now)
         if now - oldest > self.slow_after:
             return f"a call has been waiting {now - oldest:.1f}s (slow above {self.slow_after:g}s)"
         return self._slow_reason if now < self._slow_until else None
@@ -293,13 +300,14 @@ class WorkerCluster:
             key = object()
             started = self.clock()
             tokens = tokens if tokens is not None else TokenWait()
-            self._calls[id(key)] = (started, tokens)
+            stall = self.loop_stall()
+            self._calls[id(key)] = (started, stall, tokens)
             try:
                 with measuring(tokens):
                     yield tokens
             finally:
                 del self._calls[id(key)]
-                self._took(service_seconds(self.clock() - started, tokens.seconds), what)
+                self._took(service_seconds(self.clock() - started, tokens.seconds, self.loop_stall() - stall), what)
                 if shared:
                     self.slow_slots.release()
         finally:
@@ -338,9 +346,10 @@ class WorkerCluster:
                 reraise=True,
             ):
                 with attempt, measuring() as tokens:
-                    started = self.clock()
+                    started, stall = self.clock(), self.loop_stall()
                     await self.client.request("GET", "/readyz", timeout=min(self.client.timeout, 5.0))
-                    self._took(service_seconds(self.clock() - started, tokens.seconds), "the /readyz probe")
+                    self._took(service_seconds(self.clock() - started, tokens.seconds, self.loop_stall() - stall),
+                               "the /readyz probe")
         except ApiError as exc:
             metrics.HEALTH_PROBE_FAILURES.labels(self.name).inc()
             self._set_health(False, str(exc))

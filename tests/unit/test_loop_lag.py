@@ -8,7 +8,7 @@ import time
 import pytest
 
 from builtin_controller import metrics as builtin_metrics
-from kruntime.lifecycle import run_controller, watch_loop_lag
+from kruntime.lifecycle import LOOP_STALL, run_controller, watch_loop_lag
 from mirror import metrics as mirror_metrics
 
 
@@ -55,8 +55,11 @@ def test_run_controller_measures_a_blocked_loop_and_stops_with_the_controller() 
         await asyncio.sleep(0.1)
         return "done"
 
+    stalled = LOOP_STALL.seconds()
     assert run_controller(main(), loop_lag=seen) == "done"
     assert seen.values and max(seen.values) >= 0.4, seen.values
+    # the same lateness adds up where the workers' slowness reads it
+    assert LOOP_STALL.seconds() - stalled == pytest.approx(sum(seen.values))
 
 
 def test_both_controllers_have_the_histogram_under_their_prefix() -> None:

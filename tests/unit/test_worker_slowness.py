@@ -110,3 +110,35 @@ def test_the_placement_reason_says_slow() -> None:
         "LeastLoaded: chose b; unfinished copies per worker then: a=0 (slow), b=5")
     with pytest.raises(NoWorker):
         LeastLoaded().choose([WorkerView("a", False, 0, {}, slow=True)], None)
+
+
+async def test_our_own_loop_stalled_during_a_call_is_not_the_workers_slowness() -> None:
+    """A relist of a million pods keeps our event loop busy: a call (or probe) that spans it took
+    long by our clock, not by the worker's; only what is left after the stall counts."""
+    clock, slots, stall = Clock(), asyncio.Semaphore(1), [0.0]
+    w = WorkerCluster(Worker(name="w1", kubeconfig=Path("/k")), None,  # type: ignore[arg-type]
+                      kinds=[JOB_KIND], origin="o", clock=clock, max_in_flight=4, slow_after=3.0,
+                      slow_hold=60.0, slow_slots=slots, loop_stall=lambda: stall[0])
+    async with w.call_slot("a create call"):
+        clock.now += 9.0
+        stall[0] += 7.0  # 7 of the 9 s our loop ran nothing
+        assert w.slow() is None  # still in flight: 2 s of it are the worker's
+    assert w.slow() is None
+    async with w.call_slot("a create call"):
+        clock.now += 9.0
+        stall[0] += 5.0  # 4 s left: the worker's own
+    assert "a create call took 4.0s" in (w.slow() or "")
+
+
+def test_loop_stall_adds_each_lateness_and_the_one_overdue_now() -> None:
+    from kruntime.lifecycle import LoopStall
+
+    now = [10.0]
+    s = LoopStall(clock=lambda: now[0])
+    s.expect(10.5)
+    now[0] = 12.0
+    assert s.seconds() == pytest.approx(1.5)  # overdue now, while the loop is still stalled
+    s.woke(1.5)
+    s.expect(12.5)
+    now[0] = 12.5
+    assert s.seconds() == pytest.approx(1.5)  # on time: nothing more
