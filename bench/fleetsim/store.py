@@ -48,6 +48,7 @@ from bench.fleetsim.selectors import (
     parse_fields,
     parse_labels,
 )
+from testkit.fakecluster import merge_patch
 
 Obj = dict[str, Any]
 #: (namespace or "", name)
@@ -150,19 +151,6 @@ class ListPage:
 
 def event_line(etype: str, raw: bytes) -> bytes:
     return b'{"type":"%s","object":%s}\n' % (etype.encode(), raw)
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: objects merge, ``null`` deletes, anything else replaces (``target`` is not changed)."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge_patch(out.get(k), v)
-    return out
 
 
 def json_patch(target: Obj, ops: Any) -> Obj:
