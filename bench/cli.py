@@ -149,6 +149,9 @@ def parser() -> argparse.ArgumentParser:
                     help="how long an arriving Job runs on its worker (default 60)")
     fl.add_argument("--phase-timeout", type=float, default=1800.0,
                     help="seconds the start, fill and failover phases may each take (default 1800)")
+    fl.add_argument("--profile", action="store_true",
+                    help="run the first controller under pyinstrument and write profile-fleet*.txt (slower: the "
+                         "figures of a profiled run are not the headline ones)")
     fl.add_argument("--out", type=Path, default=REPO / "results", help="results directory (default: results/)")
     fl.add_argument("--name", default="fleet", help="base name of the JSON/PNG (default: fleet)")
     vs = sub.add_parser("versions", help="the user journeys on every (manager, worker) Kubernetes release pair "
@@ -365,7 +368,8 @@ async def _fleet(args: argparse.Namespace) -> int:
 
     opts = fleet.FleetOptions(out=args.out, workers=args.workers, pods_per_worker=args.pods_per_worker,
                               nodes_per_worker=args.nodes_per_worker, running=args.running, rate=args.rate,
-                              window=args.window, job_seconds=args.job_seconds, phase_timeout=args.phase_timeout)
+                              window=args.window, job_seconds=args.job_seconds, phase_timeout=args.phase_timeout,
+                              profile=args.profile)
     task = asyncio.current_task()
     if task is not None:  # SIGTERM as Ctrl-C: the run's finally stops the controllers and the simulation
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,6 +38,7 @@ import yaml
 
 from bench import env, procstat, promtext
 from bench.machine import REPO, git_info, load
+from bench.mirror_bench import controller_argv, render_profile
 from bench.workload import Submission, job_manifest, submit
 from kruntime.client import ApiError, ClusterClient
 from kruntime.resources import JOBS, NAMESPACES, Obj
@@ -68,6 +70,8 @@ class FleetOptions:
     #: seconds each phase may take before the run is called stuck (start, fill, failover)
     phase_timeout: float = 1800.0
     sample_interval: float = 2.0
+    #: run the first controller under pyinstrument (its figures are then not the headline ones)
+    profile: bool = False
 
 
 # -- pure summaries ------------------------------------------------------------------------------
@@ -107,6 +111,8 @@ def phase_summary(name: str, seconds: float, cpu_seconds: float, rss_mib: float 
         "loopLagP99Seconds": None if p99 is None else round(p99, 4),
         "loopLagMaxAtMostSeconds": lag_max_bound(before, after),
         "statusPropagationP99Seconds": None if status_p99 is None else round(status_p99, 3),
+        "passesByTrigger": {why: int(n) for (why,), n in
+                            sorted(promtext.counter_delta(before, after, PASSES, ("why",)).items())},
         **extra,
     }
 
@@ -302,13 +308,12 @@ async def _paced(mgr: ClusterClient, jobs: list[Obj], rate: float, sub: Submissi
 
 
 async def _start(name: str, cfg_path: Path, logs: Path, workers: Sequence[str], opts: FleetOptions,
-                 timeline: Timeline) -> tuple[env.ControllerProcess, dict[str, Any]]:
+                 timeline: Timeline, session: Path | None = None) -> tuple[env.ControllerProcess, dict[str, Any]]:
     port = env.free_port()
     cfg = yaml.safe_load(cfg_path.read_text())
     cfg["metricsAddress"] = f"127.0.0.1:{port}"
     cfg_path.write_text(yaml.safe_dump(cfg))
-    argv = [sys.executable, "-m", "mirror.cli", "--log-format", "json", "run", "--config", str(cfg_path)]
-    ctrl = env.ControllerProcess(name, argv, logs / f"{name}.log", port)
+    ctrl = env.ControllerProcess(name, controller_argv(cfg_path, session), logs / f"{name}.log", port)
     ctrl.start()
     timeline.follow(ctrl)
     async with Phase(name, ctrl, timeline) as ph:
@@ -365,7 +370,8 @@ async def run(opts: FleetOptions) -> dict[str, Any]:
         cfg_path.write_text(yaml.safe_dump(controller_config(workdir, workers, 0)))
         phases: list[dict[str, Any]] = []
         res["phases"] = phases
-        ctrl, start = await _start("start", cfg_path, logs, workers, opts, timeline)
+        session = workdir / "fleet.pyisession" if opts.profile else None
+        ctrl, start = await _start("start", cfg_path, logs, workers, opts, timeline, session)
         ctrls.append(ctrl)
         phases.append(start)
 
@@ -400,6 +406,8 @@ async def run(opts: FleetOptions) -> dict[str, Any]:
         res["outcome"] = await _outcome(mgr)
         # Failover: the first process goes (as a leader would at a node loss), a second one lists it all.
         await ctrl.stop()
+        if session is not None:
+            res["profile"] = render_profile(session, opts.out / "profile-fleet")
         failover, second = await _start("failover", cfg_path, logs, workers, opts, timeline)
         ctrls.append(failover)
         phases.append(second)
@@ -417,6 +425,9 @@ async def run(opts: FleetOptions) -> dict[str, Any]:
         if mgr is not None:
             await mgr.close()
         await sim.stop()
+        with contextlib.suppress(OSError):  # its log kept beside the controllers', the rest removed
+            shutil.copy(sim.log_path, logs / "fleetsim.log")
+        shutil.rmtree(workdir, ignore_errors=True)
     res["timeline"] = timeline.rows
     res["loadAverage"]["end"] = load()
     return res

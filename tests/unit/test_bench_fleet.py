@@ -71,3 +71,11 @@ def test_markdown_table_names_the_simulation_and_a_failure() -> None:
     assert md.startswith("Simulation: 2 workers x 200 pods on 3 nodes each, 20 running Jobs")
     assert "(0123456)" in md and "| start | 4.0 | 25.0 | 80.0 |" in md
     assert md.endswith("FAILED: fill: not after 60s")
+
+
+def test_phase_summary_names_what_queued_the_passes() -> None:
+    before = parse('jobmirror_runtime_queue_passes_total{queue="mirror",why="after"} 10\n'
+                   'jobmirror_runtime_queue_passes_total{queue="mirror",why="manager-added"} 5\n')
+    after = parse('jobmirror_runtime_queue_passes_total{queue="mirror",why="after"} 610\n'
+                  'jobmirror_runtime_queue_passes_total{queue="mirror",why="manager-added"} 5\n')
+    assert fleet.phase_summary("steady", 60.0, 1.0, None, before, after)["passesByTrigger"] == {"after": 600}
