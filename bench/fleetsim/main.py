@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -27,6 +28,7 @@ from bench.fleetsim.jobsim import JobSim
 from bench.fleetsim.kinds import NAMESPACES, NODES, PRIORITY_CLASSES
 from bench.fleetsim.server import VERSION, Cluster, FleetServer
 from bench.fleetsim.store import Store
+from mirror.inspect.tls import self_signed
 
 BACKGROUND_NAMESPACE = "fleet-background"
 SYSTEM_NAMESPACES = ("kube-system", "default", "kube-public", "kube-node-lease")
@@ -96,10 +98,14 @@ def seed_worker(store: Store, nodes: int, pods: int) -> list[str]:
     return names
 
 
-def kubeconfig(name: str, url: str) -> str:
+def kubeconfig(name: str, url: str, ca_pem: bytes) -> str:
+    """A kubeconfig as a cluster's would be. The servers speak plain HTTP, but it names a CA as real
+    ones do: without one each client's SSL context loads the system's CA bundle (23.9 ms against
+    0.3 ms, ~150 contexts at a 50-worker start), a cost the simulation would add and no user pays."""
     return yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": name,
-        "clusters": [{"name": name, "cluster": {"server": url}}],
+        "clusters": [{"name": name, "cluster": {"server": url,
+                                                "certificate-authority-data": base64.b64encode(ca_pem).decode()}}],
         "users": [{"name": "fleetsim", "user": {"token": "fleetsim"}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": "fleetsim"}}],
     }, sort_keys=False)
@@ -138,8 +144,9 @@ async def serve(args: argparse.Namespace) -> int:
                          stats=lambda: {"jobsim": {n: s.describe() for n, s in sims.items()}})
     await server.start()
     tasks = [asyncio.create_task(s.run(), name=f"jobsim-{n}") for n, s in sims.items()]
+    ca_pem, _ = self_signed("fleetsim", ["127.0.0.1"])
     for c in clusters:
-        write_atomically(args.dir / f"{c.name}.kubeconfig", kubeconfig(c.name, c.url))
+        write_atomically(args.dir / f"{c.name}.kubeconfig", kubeconfig(c.name, c.url, ca_pem))
     ready = {"manager": clusters[0].url, "workers": {c.name: c.url for c in clusters[1:]}, "pid": os.getpid(),
              "pods": args.workers * args.pods_per_worker, "nodesPerWorker": args.nodes_per_worker,
              "simulation": True}
