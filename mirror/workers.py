@@ -254,14 +254,17 @@ class WorkerCluster:
 
     def slow(self) -> str | None:
         """Why this worker counts as slow now, or None."""
-        now = self.clock()
         # A call still waiting for its client's token has not reached the worker: not its slowness.
-        stalled = self.loop_stall()
-        oldest = min((started + w.seconds + (stalled - stall) for started, stall, w in self._calls.values()
-                      if not w.queueing), default=now)
-        if now - oldest > self.slow_after:
-            return f"a call has been waiting {now - oldest:.1f}s (slow above {self.slow_after:g}s)"
-        return self._slow_reason if now < self._slow_until else None
+        longest = max((self._served(started, stall, w) for started, stall, w in self._calls.values()
+                       if not w.queueing), default=0.0)
+        if longest > self.slow_after:
+            return f"a call has been waiting {longest:.1f}s (slow above {self.slow_after:g}s)"
+        return self._slow_reason if self.clock() < self._slow_until else None
+
+    def _served(self, started: float, stall: float, tokens: TokenWait) -> float:
+        """How long a call begun at ``started`` (our loop's stall then: ``stall``) has been the worker's:
+        without its wait for our client's tokens and our own loop's stall since."""
+        return service_seconds(self.clock() - started, tokens.seconds, self.loop_stall() - stall)
 
     def _took(self, seconds: float, what: str) -> None:
         if seconds > self.slow_after:
@@ -307,7 +310,7 @@ class WorkerCluster:
                     yield tokens
             finally:
                 del self._calls[id(key)]
-                self._took(service_seconds(self.clock() - started, tokens.seconds, self.loop_stall() - stall), what)
+                self._took(self._served(started, stall, tokens), what)
                 if shared:
                     self.slow_slots.release()
         finally:
@@ -348,8 +351,7 @@ class WorkerCluster:
                 with attempt, measuring() as tokens:
                     started, stall = self.clock(), self.loop_stall()
                     await self.client.request("GET", "/readyz", timeout=min(self.client.timeout, 5.0))
-                    self._took(service_seconds(self.clock() - started, tokens.seconds, self.loop_stall() - stall),
-                               "the /readyz probe")
+                    self._took(self._served(started, stall, tokens), "the /readyz probe")
         except ApiError as exc:
             metrics.HEALTH_PROBE_FAILURES.labels(self.name).inc()
             self._set_health(False, str(exc))
