@@ -21,10 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +34,8 @@ from typing import Any
 import yaml
 
 from bench import env, procstat, promtext
-from bench.machine import REPO, git_info, load
+from bench.fleetsim.jobsim import RUN_SECONDS
+from bench.machine import git_info, load
 from bench.mirror_bench import controller_argv, render_profile
 from bench.workload import Submission, job_manifest, submit
 from kruntime.client import ApiError, ClusterClient
@@ -46,8 +44,6 @@ from mirror.naming import ANNOTATION_CLUSTER, DEFAULT_CONTROLLER_NAME
 
 NAMESPACE = "bench"
 ORIGIN = "fleet"
-#: the fake Job controller runs a copy this long when its Job says so (bench/fleetsim/jobsim.py)
-RUN_SECONDS = "fleetsim.jobmirror.dev/run-seconds"
 #: the controller's event-loop lag histogram (kruntime.lifecycle.watch_loop_lag)
 LOOP_LAG = "jobmirror_event_loop_lag_seconds"
 PASSES = "jobmirror_runtime_queue_passes_total"
@@ -135,61 +131,43 @@ def worker_names(n: int) -> list[str]:
 
 
 class FleetSim:
-    """The ``python -m bench.fleetsim`` process this benchmark started (stopped by its PID only)."""
+    """The ``python -m bench.fleetsim`` process this benchmark started: started, sampled and stopped
+    by its PID as the controllers are (env.ControllerProcess), ready once it wrote ready.json."""
 
     def __init__(self, opts: FleetOptions, workdir: Path) -> None:
-        self.opts, self.dir = opts, workdir
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.dir = workdir
+        argv = [sys.executable, "-m", "bench.fleetsim", "--workers", str(opts.workers),
+                "--pods-per-worker", str(opts.pods_per_worker), "--nodes-per-worker", str(opts.nodes_per_worker),
+                "--run-seconds", str(opts.job_seconds), "--dir", str(workdir)]
+        self.proc = env.ControllerProcess("the fleet simulation", argv, workdir / "fleetsim.log", 0)
         self.ready: dict[str, Any] = {}
 
     @property
     def log_path(self) -> Path:
-        return self.dir / "fleetsim.log"
+        return self.proc.log_path
 
     async def start(self, timeout: float) -> None:
-        o = self.opts
-        argv = [sys.executable, "-m", "bench.fleetsim", "--workers", str(o.workers),
-                "--pods-per-worker", str(o.pods_per_worker), "--nodes-per-worker", str(o.nodes_per_worker),
-                "--run-seconds", str(o.job_seconds), "--dir", str(self.dir)]
-        log = open(self.log_path, "wb")  # noqa: SIM115 - handed to the child
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
-        log.close()
+        self.proc.start()
         ready = self.dir / "ready.json"
         deadline = time.monotonic() + timeout
         last = ""
         while not ready.exists():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the fleet simulation exited with {self.proc.returncode}:\n{self.tail()}")
+            if not self.proc.alive():
+                raise RuntimeError(f"the fleet simulation exited:\n{self.proc.log_tail(20)}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the fleet simulation not ready after {timeout:.0f}s:\n{self.tail()}")
-            line = self.tail(1)
+                raise RuntimeError(f"the fleet simulation not ready after {timeout:.0f}s:\n{self.proc.log_tail(20)}")
+            line = self.proc.log_tail(1)
             if line and line != last:
                 env.say(f"fleetsim: {line}")
                 last = line
             await asyncio.sleep(0.5)
         self.ready = json.loads(ready.read_text())
 
-    def tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
     def sample(self) -> procstat.ProcSample | None:
-        return procstat.sample(self.proc.pid) if self.proc is not None else None
+        return self.proc.sample()
 
-    async def stop(self, timeout: float = 30) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while self.proc.poll() is None and time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGKILL)
-            await asyncio.to_thread(self.proc.wait)
+    async def stop(self) -> None:
+        await self.proc.stop()
 
 
 def controller_config(sim_dir: Path, workers: Sequence[str], metrics_port: int) -> dict[str, Any]:
@@ -307,17 +285,17 @@ async def _paced(mgr: ClusterClient, jobs: list[Obj], rate: float, sub: Submissi
     await asyncio.gather(*tasks)
 
 
-async def _start(name: str, cfg_path: Path, logs: Path, workers: Sequence[str], opts: FleetOptions,
+async def _start(name: str, workdir: Path, logs: Path, workers: Sequence[str], opts: FleetOptions,
                  timeline: Timeline, session: Path | None = None) -> tuple[env.ControllerProcess, dict[str, Any]]:
     port = env.free_port()
-    cfg = yaml.safe_load(cfg_path.read_text())
-    cfg["metricsAddress"] = f"127.0.0.1:{port}"
-    cfg_path.write_text(yaml.safe_dump(cfg))
+    cfg_path = workdir / f"{name}.yaml"
+    cfg_path.write_text(yaml.safe_dump(controller_config(workdir, workers, port)))
     ctrl = env.ControllerProcess(name, controller_argv(cfg_path, session), logs / f"{name}.log", port)
     ctrl.start()
     timeline.follow(ctrl)
     async with Phase(name, ctrl, timeline) as ph:
-        ready = await _until(lambda: _ready(ctrl), "/readyz", opts.phase_timeout, ctrl, 0.2)
+        await ctrl.wait_ready(timeout=opts.phase_timeout)
+        ready = time.monotonic() - ph.t0
 
         async def listed() -> bool:
             m = await ctrl.metrics()
@@ -332,14 +310,6 @@ async def _start(name: str, cfg_path: Path, logs: Path, workers: Sequence[str], 
         synced = await _until(listed, "every worker up and its room listed", opts.phase_timeout, ctrl,
                               progress=how_far)
         return ctrl, await ph.done(readySeconds=round(ready, 1), syncedSeconds=round(ready + synced, 1))
-
-
-async def _ready(ctrl: env.ControllerProcess) -> bool:
-    try:
-        await ctrl.wait_ready(timeout=0.5)
-    except RuntimeError:
-        return False
-    return True
 
 
 async def run(opts: FleetOptions) -> dict[str, Any]:
@@ -366,12 +336,10 @@ async def run(opts: FleetOptions) -> dict[str, Any]:
         mgr = await ClusterClient.from_kubeconfig("bench-manager", workdir / "manager.kubeconfig", qps=0,
                                                   burst=1000, timeout=60)
         await mgr.create(NAMESPACES, None, {"metadata": {"name": NAMESPACE}})
-        cfg_path = workdir / "jobmirror.yaml"
-        cfg_path.write_text(yaml.safe_dump(controller_config(workdir, workers, 0)))
         phases: list[dict[str, Any]] = []
         res["phases"] = phases
         session = workdir / "fleet.pyisession" if opts.profile else None
-        ctrl, start = await _start("start", cfg_path, logs, workers, opts, timeline, session)
+        ctrl, start = await _start("start", workdir, logs, workers, opts, timeline, session)
         ctrls.append(ctrl)
         phases.append(start)
 
@@ -408,7 +376,7 @@ async def run(opts: FleetOptions) -> dict[str, Any]:
         await ctrl.stop()
         if session is not None:
             res["profile"] = render_profile(session, opts.out / "profile-fleet")
-        failover, second = await _start("failover", cfg_path, logs, workers, opts, timeline)
+        failover, second = await _start("failover", workdir, logs, workers, opts, timeline)
         ctrls.append(failover)
         phases.append(second)
     except (RuntimeError, ApiError, OSError) as exc:
