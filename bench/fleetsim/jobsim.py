@@ -21,14 +21,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from bench.fleetsim.kinds import JOBS, PODS
 from bench.fleetsim.store import JOB_LABELS, Change, Store, StoreError, now_iso
+from jobapi.conditions import is_finished, is_true, new_condition, set_restamping
+from kruntime.resources import Obj
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 #: a Job's run time in seconds, over the simulation's default
 RUN_SECONDS = "fleetsim.jobmirror.dev/run-seconds"
 JOB_CONTROLLER = "kubernetes.io/job-controller"
@@ -57,28 +57,6 @@ def pods_wanted(spec: Obj) -> int:
     return max(0, min(parallelism, int(completions))) if completions is not None else parallelism
 
 
-def is_finished(status: Obj) -> bool:
-    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-               for c in status.get("conditions") or [])
-
-
-def condition(ctype: str, status: str, reason: str, message: str, now: str) -> Obj:
-    return {"type": ctype, "status": status, "reason": reason, "message": message, "lastProbeTime": now,
-            "lastTransitionTime": now}
-
-
-def set_condition(status: Obj, cond: Obj) -> None:
-    """Add ``cond`` or update the one of its type (its transition time kept when its status is the same)."""
-    conds = status.setdefault("conditions", [])
-    for i, c in enumerate(conds):
-        if c.get("type") == cond["type"]:
-            if c.get("status") == cond["status"]:
-                return
-            conds[i] = cond
-            return
-    conds.append(cond)
-
-
 def running_pod(job: Obj, node: str, index: int, now: str) -> Obj:
     """The pod the Job controller makes and a kubelet starts: the template, bound to ``node``, Running."""
     md, spec = job["metadata"], job.get("spec") or {}
@@ -90,8 +68,8 @@ def running_pod(job: Obj, node: str, index: int, now: str) -> Obj:
     if spec.get("completionMode") == "Indexed":
         labels[INDEX] = annotations[INDEX] = str(index)
     containers = (tmpl.get("spec") or {}).get("containers") or []
-    ready = [condition(t, "True", "", "", now) for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady",
-                                                         "Ready", "PodScheduled")]
+    ready = [new_condition(t, "True", "", "", now)
+             for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready", "PodScheduled")]
     return {
         "metadata": {"generateName": f"{md['name']}-", "labels": labels, "annotations": annotations,
                      "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": md["name"],
@@ -108,8 +86,8 @@ def succeed_pod(now: str) -> Callable[[Obj], None]:
     def change(pod: Obj) -> None:
         st = pod.setdefault("status", {})
         st["phase"] = "Succeeded"
-        st["conditions"] = [condition(t, "False", "PodCompleted", "", now) if t in ("Ready", "ContainersReady")
-                            else condition(t, "True", "", "", now)
+        st["conditions"] = [new_condition(t, "False", "PodCompleted", "", now) if t in ("Ready", "ContainersReady")
+                            else new_condition(t, "True", "", "", now)
                             for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready",
                                       "PodScheduled")]
         for cs in st.get("containerStatuses") or []:
@@ -152,7 +130,7 @@ class JobSim:
         job = change.new.obj()
         spec, md = job.get("spec") or {}, job["metadata"]
         if (spec.get("managedBy") not in (None, JOB_CONTROLLER) or md.get("deletionTimestamp")
-                or is_finished(job.get("status") or {})):
+                or is_finished(job)):
             self.runs.pop(uid, None)
             return
         run = self.runs.get(uid)
@@ -223,9 +201,9 @@ class JobSim:
         self.counts["podsCreated"] += len(run.pods)
 
         def running(status: Obj) -> None:
-            conds = status.get("conditions") or []
-            if any(c.get("type") == "Suspended" and c.get("status") == "True" for c in conds):
-                set_condition(status, condition("Suspended", "False", "JobResumed", "Job resumed", now))
+            conds = status.setdefault("conditions", [])
+            if is_true(conds, "Suspended"):
+                set_restamping(conds, "Suspended", "False", "JobResumed", "Job resumed", now)
                 status["startTime"] = now
             status.setdefault("startTime", now)
             status.update(active=len(run.pods), ready=len(run.pods), terminating=0, uncountedTerminatedPods={})
@@ -257,8 +235,9 @@ class JobSim:
             if spec.get("completionMode") == "Indexed":
                 status["completedIndexes"] = "0" if succeeded == 1 else f"0-{succeeded - 1}"
             message = "Reached expected number of succeeded pods"
-            set_condition(status, condition("SuccessCriteriaMet", "True", "CompletionsReached", message, now))
-            set_condition(status, condition("Complete", "True", "CompletionsReached", message, now))
+            conds = status.setdefault("conditions", [])
+            set_restamping(conds, "SuccessCriteriaMet", "True", "CompletionsReached", message, now)
+            set_restamping(conds, "Complete", "True", "CompletionsReached", message, now)
 
         self._status(run, complete)
         self.counts["completed"] += 1
@@ -273,7 +252,8 @@ class JobSim:
 
         def suspended(status: Obj) -> None:
             status.update(active=0, ready=0, terminating=0)
-            set_condition(status, condition("Suspended", "True", "JobSuspended", "Job suspended", now))
+            set_restamping(status.setdefault("conditions", []), "Suspended", "True", "JobSuspended", "Job suspended",
+                           now)
 
         self._status(run, suspended)
         self.counts["suspended"] += 1

@@ -20,7 +20,6 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -28,6 +27,7 @@ from bench.fleetsim.jobsim import JobSim
 from bench.fleetsim.kinds import NAMESPACES, NODES, PRIORITY_CLASSES
 from bench.fleetsim.server import VERSION, Cluster, FleetServer
 from bench.fleetsim.store import Store
+from kruntime.resources import Obj
 from mirror.inspect.tls import self_signed
 
 BACKGROUND_NAMESPACE = "fleet-background"
@@ -37,7 +37,6 @@ CONTROLLER_NAMESPACE = "jobmirror-system"
 #: background pods per node when --nodes-per-worker is not given (leaves room for the Jobs' pods)
 PODS_PER_NODE = 150
 
-Obj = dict[str, Any]
 
 
 def say(msg: str) -> None:

@@ -26,9 +26,9 @@ from aiohttp import web
 from bench.fleetsim import kinds
 from bench.fleetsim.kinds import PODS, Kind
 from bench.fleetsim.store import Entry, Store, StoreError, event_line, review_answer
+from kruntime.resources import Obj
 
 VERSION = "v1.37.2-fleetsim"
-Obj = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: a watch without timeoutSeconds lasts this long (the real server picks 30-60 min)
 DEFAULT_WATCH_SECONDS = 1800.0

@@ -48,9 +48,9 @@ from bench.fleetsim.selectors import (
     parse_fields,
     parse_labels,
 )
+from kruntime.resources import Obj
 from testkit.fakecluster import merge_patch
 
-Obj = dict[str, Any]
 #: (namespace or "", name)
 Key = tuple[str, str]
 
