@@ -32,6 +32,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -48,6 +49,7 @@ from bench.fleetsim.selectors import (
     parse_fields,
     parse_labels,
 )
+from jobapi.times import format_time
 from kruntime.resources import Obj
 from testkit.fakecluster import merge_patch
 
@@ -87,7 +89,8 @@ def conflict(kind: Kind, name: str, why: str) -> StoreError:
 
 
 def now_iso(clock: Callable[[], float] = time.time) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock()))
+    """``clock()`` as the API server stores a time (jobapi.times.format_time)."""
+    return format_time(datetime.fromtimestamp(clock(), UTC))
 
 
 @dataclass(slots=True)
