@@ -128,6 +128,10 @@ class RecordInformer(Generic[R]):
         for key, obj in self.cache.items():
             self._index_one(name, key, None, obj)
 
+    def indexed(self, name: str, value: str) -> bool:
+        """Whether any cached object is found under ``value`` in index ``name`` (a dict lookup)."""
+        return value in self._indexes[name]
+
     def by_index(self, name: str, value: str) -> list[R]:
         """Cached objects whose index ``name`` has ``value``, least recently updated first."""
         keys = self._indexes[name].get(value) or {}

@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 import uvloop
 
 from kruntime.logging_setup import setup_logging
+from kruntime.stalls import StallReporter
 
 T = TypeVar("T")
 
@@ -61,9 +62,13 @@ class LoopStall:
         self._late += late
         self._due = None
 
+    def overdue(self) -> float:
+        """How late the expected wake-up is now (0 when none is expected or it is not yet due)."""
+        due = self._due
+        return max(0.0, self.clock() - due) if due is not None else 0.0
+
     def seconds(self) -> float:
-        overdue = self.clock() - self._due if self._due is not None else 0.0
-        return self._late + max(0.0, overdue)
+        return self._late + self.overdue()
 
 
 #: this process's: measured while run_controller's loop-lag watch runs, 0 otherwise
@@ -93,9 +98,12 @@ async def watch_loop_lag(lag: Observer, *, interval: float = LOOP_LAG_INTERVAL,
 
 async def _with_loop_lag(main: Coroutine[Any, Any, T], lag: Observer) -> T:
     watcher = asyncio.create_task(watch_loop_lag(lag, stall=LOOP_STALL), name="event-loop-lag")
+    reporter = StallReporter(LOOP_STALL.overdue)  # a stall says where the loop was (kruntime.stalls)
+    reporter.start()
     try:
         return await main
     finally:
+        reporter.stop()
         await cancel_and_wait(watcher)
 
 

@@ -8,7 +8,7 @@ modules it calls; this is the I/O edge and what passes remember.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -89,16 +89,20 @@ class Acting:
         return (worker.synced(self.kind) and uid not in self.attempted[worker.name]
                 and worker.copy_of(self.kind, job) is None)
 
-    def worker_states(self, job: Obj) -> dict[str, WorkerState]:
+    def worker_states(self, job: Obj) -> WorkerStates:
         """Each worker as a pass sees it (re-read after every action: a call may have found one down)."""
-        uid = job["metadata"]["uid"]
-        return {name: WorkerState(w.healthy, w.unhealthy_for(), w.synced(self.kind), uid in self.attempted[name],
-                                  never_sent=self.never_sent(job, w))
-                for name, w in self.workers.items()}
+        return WorkerStates(self, job)
+
+    def worker_state(self, job: Obj, name: str) -> WorkerState:
+        w = self.workers[name]
+        return WorkerState(w.healthy, w.unhealthy_for(), w.synced(self.kind), job["metadata"]["uid"] in
+                           self.attempted[name], never_sent=self.never_sent(job, w))
 
     def copies_of(self, job: Obj) -> dict[str, Obj]:
         """Our copies of ``job``, per worker, from the worker caches."""
-        return {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, job)) is not None}
+        uid, kind = job["metadata"]["uid"], self.kind.name
+        return {name: c for name, w in self.workers.items()
+                if (copies := w.kinds[kind]).holds(uid) and (c := copies.copy_of(job)) is not None}
 
     def deletion_echo(self, copy_uid: str) -> bool:
         """Whether a DELETED event of this copy is the echo of a finalizing pass's delete (then forgotten)."""
@@ -115,6 +119,30 @@ class Acting:
         self.status_lag.forget(uid)
         self.places.forget(uid)
 
+
+
+class WorkerStates(Mapping[str, WorkerState]):
+    """Every configured worker's state for one Job, each read when first asked for: a pass of a
+    running Job asks for its own worker only, so its cost does not grow with the fleet (50 workers
+    read each time were ~170 of an idle pass's ~290 µs)."""
+
+    def __init__(self, acting: Acting, job: Obj) -> None:
+        self._acting, self._job = acting, job
+        self._read: dict[str, WorkerState] = {}
+
+    def __getitem__(self, name: str) -> WorkerState:
+        state = self._read.get(name)
+        if state is None:
+            if name not in self._acting.workers:
+                raise KeyError(name)
+            state = self._read[name] = self._acting.worker_state(self._job, name)
+        return state
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._acting.workers)
+
+    def __len__(self) -> int:
+        return len(self._acting.workers)
 
 
 @dataclass(frozen=True)

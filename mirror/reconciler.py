@@ -170,7 +170,7 @@ class Reconciler:
                      status_batch_period=self.cfg.status_batch_period,
                      patch_wait=max(0.0, memory.patch_not_before - self.clock()))
 
-    def _worker_states(self, job: Obj) -> dict[str, WorkerState]:
+    def _worker_states(self, job: Obj) -> Mapping[str, WorkerState]:
         """Each worker as a pass sees it (re-read after every action: a call may have found one down)."""
         return self.acting.worker_states(job)
 

@@ -95,6 +95,10 @@ class KindCopies:
         uid = identity.labels_of_copy(obj).manager_uid
         return (uid,) if uid and identity.manager_key_of(self.kind.name, obj) else ()
 
+    def holds(self, manager_uid: str) -> bool:
+        """Whether any copy here claims to come from ``manager_uid`` (cheap: asked of every worker per pass)."""
+        return self.informer.indexed(BY_ORIGIN_UID, manager_uid)
+
     def copy_of(self, manager: Obj) -> Obj | None:
         """The copy ``manager`` made (the most recently updated, should there be two): same uid,
         namespace and name (:func:`mirror.kinds.is_copy_of`)."""

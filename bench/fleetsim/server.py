@@ -13,6 +13,7 @@ import contextlib
 import os
 import random
 import socket
+import ssl
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -42,6 +43,8 @@ class Cluster:
     name: str
     store: Store
     sock: socket.socket | None = None
+    #: served over TLS (as every real API server is), else plain HTTP
+    tls: bool = False
     #: requests by verb (GET, LIST, WATCH, CREATE, UPDATE, PATCH, DELETE, and OTHER for the rest)
     requests: Counter[str] = field(default_factory=Counter)
     #: requests by (verb, resource)
@@ -56,7 +59,7 @@ class Cluster:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def describe(self) -> Obj:
         s = self.store
@@ -140,8 +143,9 @@ class FleetServer:
         self.started = time.monotonic()
         self._runners: list[web.AppRunner] = []
 
-    async def start(self, host: str = "127.0.0.1") -> None:
+    async def start(self, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> None:
         for cluster in self.clusters:
+            cluster.tls = tls is not None
             sock = cluster.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, 0))
@@ -149,7 +153,7 @@ class FleetServer:
             app.router.add_route("*", "/{tail:.*}", self._handler(cluster))
             runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
             await runner.setup()
-            await web.SockSite(runner, sock).start()
+            await web.SockSite(runner, sock, ssl_context=tls).start()
             self._runners.append(runner)
 
     async def stop(self) -> None:

@@ -18,7 +18,7 @@ scheduling gates — a copy those keep Pending is caught by the unschedulable ti
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,7 +227,17 @@ class WorkerFit:
 
     ever: bool
     now: int  # pods that fit now (capped at what the Job wants)
-    why: str  # for events and the placement reason: the blocking cause, or the room figures
+    #: for events and the placement reason: the blocking cause, or the room figures. Those figures
+    #: are summed over every node, so they are written only when read (:attr:`why`): a placement
+    #: reads them for the one worker it chose, not for the fifty it weighed.
+    reason: str | Callable[[], str] = field(compare=False)
+
+    @property
+    def why(self) -> str:
+        if callable(self.reason):
+            object.__setattr__(self, "reason", self.reason())
+        assert isinstance(self.reason, str)
+        return self.reason
 
     @property
     def has_room(self) -> bool:
@@ -247,7 +257,7 @@ def worker_fit(shape: PodShape, nodes: Sequence[NodeRoom], want: int) -> WorkerF
         if now >= want:
             break
     if now:
-        return WorkerFit(True, now, f"{now} of {want} pods fit now ({room_summary(shape, ever_nodes)})")
+        return WorkerFit(True, now, lambda: f"{now} of {want} pods fit now ({room_summary(shape, ever_nodes)})")
     return WorkerFit(True, 0, f"no room now: {not_now_reason(shape, ever_nodes)}")
 
 
