@@ -372,8 +372,11 @@ class Config(BaseSettings):
         "need distinct origins."))
     namespaces: list[str] = Field(default_factory=list, description="Allow-list of manager namespaces whose Jobs "
                                   "are claimed; empty = all namespaces.")
-    resync_period: float = Field(30.0, gt=0, description="Seconds between two looks at every claimed Job "
-                                 "(status is also mirrored on every worker watch event).")
+    resync_period: float = Field(30.0, gt=0, description=(
+        "Seconds between two looks at a claimed Job that waits on something no event announces (held, "
+        "pinned to a worker it cannot use, on a lost worker, backing off a refusal). A running Job whose "
+        "status is mirrored has no timer: its copy's and its own watch events bring it back, and its "
+        "worker turning unhealthy (checked every 2 s)."))
     status_batch_period: float = Field(1.0, ge=0, le=30, description=(
         "Seconds a copy's running counters (active, ready, succeeded …) may wait before they are mirrored, so "
         "the changes of that while go to the manager in one write; a condition (Complete, Failed, "

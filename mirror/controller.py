@@ -18,7 +18,7 @@ from kruntime.httpserver import HealthServer
 from kruntime.identity import IdentityUnavailable, read_identity
 from kruntime.informer import Informer, NamespacedInformers, RecordInformer, without_managed_fields
 from kruntime.leaderelect import LeaderElector, Timing
-from kruntime.resources import Obj, key_of, status_only_change
+from kruntime.resources import Obj, key_of
 from kruntime.workqueue import WorkQueue
 from mirror import gc, metrics
 from mirror.claim import worth_caching
@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 #: Every kind the mirror knows, by name: the config's ``kinds`` picks those mirrored. Add a
 #: :class:`mirror.kinds.MirroredKind` here (and its RBAC) to mirror another.
 KNOWN_KINDS: dict[str, MirroredKind] = {kind.name: kind for kind in (JOB_KIND, JOBSET_KIND)}
+#: seconds between two looks for in-sync Jobs on a worker that went unhealthy (cheap: a set per worker)
+UNHEALTHY_CHECK = 2.0
+
 #: What the config mirrors by default.
 KINDS: tuple[MirroredKind, ...] = (JOB_KIND,)
 
@@ -262,8 +265,6 @@ class MirrorController:
             return
         if etype == "MODIFIED" and self.reconcilers[kind.name].writes.is_echo(new):
             return  # what a pass of ours wrote (or a version before it) and went on with
-        if etype == "MODIFIED" and old is not None and status_only_change(old, new):
-            return  # our own status write: the pass that wrote it acted on it (resync covers others)
         self.queue.add(key, why=f"manager-{etype.lower()}")
 
     def _copy_handler(self, kind: MirroredKind, worker: str) -> Callable[[str, Obj | None, Obj], None]:
@@ -346,6 +347,7 @@ class MirrorController:
             spawn(self._export_rooms(), "room-metrics")
         spawn(self._export_tenants(), "tenant-metrics")
         spawn(self._tend_line(), "waiting-line")
+        spawn(self._look_after_unhealthy(), "in-sync-on-unhealthy-workers")
         for informer in self.informers.values():
             await informer.wait_synced()
         # Give reachable workers a moment to sync and answer a probe, so the first placements
@@ -443,6 +445,18 @@ class MirrorController:
             if deep:
                 last_deep = time.monotonic()
             self.placer.wake_waiting(behind=BEHIND_WAKES if deep else 0)
+
+    async def _look_after_unhealthy(self, interval: float = UNHEALTHY_CHECK) -> None:
+        """Jobs in sync keep no timer (mirror.in_sync): every ``interval`` seconds, those placed on a
+        worker that is not healthy now get a pass, which waits, moves or finishes them."""
+        while True:
+            await asyncio.sleep(interval)
+            for name, reconciler in self.reconcilers.items():
+                for worker in reconciler.in_sync.workers():
+                    w = self.workers.get(worker)
+                    if w is None or not w.healthy:
+                        for key in reconciler.in_sync.take(worker):
+                            self.queue.add(QueueKey(name, key), why="worker-unhealthy")
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)

@@ -27,7 +27,8 @@ reads. The steps, in the order a pass meets them:
    reads whether anything of the copy ran;
 10. PATCH_COPY when the copy's mutable spec differs (REQUEUE while a refused patch backs off),
     then what a refusal calls for: RECREATE_COPY (a suspended copy running nothing, for a change
-    that only applies to such a copy) or PATCH_BACKOFF; else REQUEUE after the resync period.
+    that only applies to such a copy) or PATCH_BACKOFF; else IN_SYNC: nothing to do, and no timer
+    (what changes comes as an event; the worker going down is watched, :mod:`mirror.in_sync`).
 
 The second level — whether a Job whose placed worker let it down (steps 5, 6, 7, 9) moves — is
 decided here too. The act of the step records what it learned as a :class:`Setback`; then the
@@ -104,6 +105,8 @@ class Do(StrEnum):
     RECREATE_COPY = "recreate-copy"
     PATCH_BACKOFF = "patch-backoff"
     REQUEUE = "requeue"
+    #: the copy is mirrored and in sync on a healthy worker: no timer (mirror.in_sync)
+    IN_SYNC = "in-sync"
     # the second level: a setback on the placed worker, and what follows it
     MOVE = "move"
     DELETE_LEFT = "delete-left"
@@ -318,7 +321,7 @@ def _with_copy(kind: MirroredKind, g: Group, placed: str, remote: Obj) -> Action
         return _patch(kind, g, placed, remote, copy_plan.spec_patch)
     if hold:
         return Action(Do.REQUEUE, after=hold, status_held=True)  # counters only: mirrored together shortly
-    return Action(Do.REQUEUE, after=g.resync)
+    return Action(Do.IN_SYNC, worker=placed)
 
 
 def _patch(kind: MirroredKind, g: Group, placed: str, remote: Obj, patch: Obj) -> Action:

@@ -25,7 +25,7 @@ from kruntime.bounded import LruDict
 from kruntime.client import ApiError, ClusterClient
 from kruntime.events import ObjectEvents
 from kruntime.informer import ObjectCache
-from kruntime.resources import Obj
+from kruntime.resources import Obj, key_of
 from mirror import metrics
 from mirror.acting import Acting, Done
 from mirror.acts import ACTS
@@ -35,6 +35,7 @@ from mirror.copy_namespaces import CopyNamespaces
 from mirror.decisions import WorkerState, placement_of
 from mirror.decisions import release_unclaimed as unclaimed_to_release
 from mirror.event_reasons import EventReason
+from mirror.in_sync import InSync
 from mirror.job_memory import MAX_TRACKED_JOBS, JobMemory, recalled, remember_about
 from mirror.kinds import MirroredKind
 from mirror.manager_writes import ManagerWrites, StatusRejected
@@ -93,6 +94,8 @@ class Reconciler:
         #: per manager uid, what passes remember about it: dropped whole when the Job is handled
         #: to the end or leaves the cache (forget); the LRU bound caps what a missed drop can leak
         self._memory: LruDict[str, JobMemory] = LruDict(MAX_TRACKED_JOBS)
+        #: the Jobs in sync on their worker, without a timer: looked at again when it goes down
+        self.in_sync = InSync()
         #: worker calls on behalf of a pass, which a slow worker cannot stall
         self.calls = WorkerCalls()
         #: per manager uid, the copy status change waiting to be mirrored (jobmirror_status_propagation_seconds)
@@ -138,13 +141,19 @@ class Reconciler:
 
     async def _reconcile(self, job: Obj) -> float | None:
         """Read the group once, then act on the plan's next action until it says to stop."""
+        uid = job["metadata"]["uid"]
+        self.in_sync.drop(uid)
         group = self._read(job)
         self.places.observe(self.kind, group.job, group.copies)
         for _ in range(MAX_ACTIONS):
             action = next_action(self.kind, group)
-            if action.do in (Do.REQUEUE, Do.PATCH_COPY) and not group.wrote_status and not action.status_held \
-                    and group.placement.worker in group.copies:
-                self.status_lag.forget(group.job["metadata"]["uid"])  # the manager already says what the copy says
+            if action.do in (Do.REQUEUE, Do.IN_SYNC, Do.PATCH_COPY) and not group.wrote_status \
+                    and not action.status_held and group.placement.worker in group.copies:
+                self.status_lag.forget(uid)  # the manager already says what the copy says
+            if action.do is Do.IN_SYNC:
+                assert action.worker is not None
+                self.in_sync.mark(uid, key_of(group.job), action.worker)
+                return None
             if action.do is Do.REQUEUE:
                 return action.after
             log.debug("%s/%s: %s%s", job["metadata"]["namespace"], job["metadata"]["name"], action.do,
@@ -200,6 +209,7 @@ class Reconciler:
     def forget(self, uid: str) -> None:
         """Drop every per-Job record (the maps stay bounded by the Jobs we handle)."""
         self.acting.forget(uid)
+        self.in_sync.drop(uid)
 
     # -- what passes remember -------------------------------------------------------------
 

@@ -132,12 +132,12 @@ CASES: list[tuple[str, Group, Action]] = [
      Action(Do.PATCH_COPY, worker="w1", patch={"spec": {"parallelism": 1}})),
     ("spec-changed", group(mirrored(J, copy_of(J, parallelism=3)), {"w1": copy_of(J, parallelism=3)}),
      Action(Do.PATCH_COPY, worker="w1", patch={"spec": {"parallelism": 1}})),
-    ("in-sync", group(mirrored(J, RUNNING_COPY), {"w1": RUNNING_COPY}), Action(Do.REQUEUE, after=30.0)),
-    ("status-written-once", group(J, {"w1": RUNNING_COPY}, wrote_status=True), Action(Do.REQUEUE, after=30.0)),
+    ("in-sync", group(mirrored(J, RUNNING_COPY), {"w1": RUNNING_COPY}), Action(Do.IN_SYNC, worker="w1")),
+    ("status-written-once", group(J, {"w1": RUNNING_COPY}, wrote_status=True), Action(Do.IN_SYNC, worker="w1")),
     ("stuck", group(mirrored(J, RUNNING_COPY), {"w1": RUNNING_COPY}, stuck="unschedulable"),
      Action(Do.MOVE_STUCK, worker="w1")),
     ("stuck-pinned", group(mirrored(PINNED, copy_of(PINNED)), {"w1": copy_of(PINNED)}, stuck="unschedulable"),
-     Action(Do.REQUEUE, after=30.0)),
+     Action(Do.IN_SYNC, worker="w1")),  # a pinned copy only gets the event
 ]
 
 

@@ -189,7 +189,7 @@ async def test_a_job_parked_on_a_rate_limited_worker_sends_nothing_and_is_not_as
         early = await f.sync("a")  # an event brought it back early: still parked, nothing sent
         assert early is not None and early == pytest.approx(after - 1.0, abs=0.01) and len(server.calls) == before
         clock.now += early + 1.5  # its turn, and the tokens queued ahead of it spent
-        assert await f.sync("a") is not None
+        assert await f.sync("a") is None  # created and in sync: no timer of its own
         made = [(c.method, c.path) for c in server.calls[before:]]
         assert ("POST", "/apis/batch/v1/namespaces/default/jobs") in made
         assert not any(m == "GET" and p.endswith("/jobs/a") for m, p in made), made
