@@ -18,7 +18,7 @@ scheduling gates — a copy those keep Pending is caught by the unschedulable ti
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,6 +191,36 @@ def could_ever_run(shape: PodShape, node: NodeRoom) -> bool:
     return selects(shape, node) and not untolerated(shape, lasting(node.taints)) and _within_lasting_room(shape, node)
 
 
+#: a verdict and the node facts it was made from (labels, taints, allocatable: compared by identity)
+_Kept = tuple[Mapping[str, str], tuple[Taint, ...], Mapping[str, int], bool]
+
+
+class EverMemo:
+    """:func:`could_ever_run` verdicts kept per (pod shape, node) while the node's object is the same.
+
+    Asked for every node of every worker on each placement (5,000 nodes at 50 workers of 100: ~80 %
+    of a placement's CPU), the answer only changes with the Node object (its labels, taints,
+    allocatable are parsed once per object and shared by every room made from it) or its DaemonSet
+    pods; a node with DaemonSet pods is judged afresh. Bounded: cleared whole past ``limit``."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self._kept: dict[tuple[Hashable, str], _Kept] = {}
+
+    def could_ever_run(self, shape: PodShape, node: NodeRoom) -> bool:
+        if node.daemon_pods:
+            return could_ever_run(shape, node)
+        key = (shape.key, node.name)
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] is node.labels and kept[1] is node.taints and kept[2] is node.allocatable:
+            return kept[3]
+        verdict = could_ever_run(shape, node)
+        if len(self._kept) >= self.limit:
+            self._kept.clear()
+        self._kept[key] = (node.labels, node.taints, node.allocatable, verdict)
+        return verdict
+
+
 def runs_now(shape: PodShape, node: NodeRoom) -> bool:
     """Whether one more pod of ``shape`` fits on ``node`` as it is now (the cheap tests first: a
     full node is the common no)."""
@@ -244,11 +274,13 @@ class WorkerFit:
         return self.ever and self.now > 0
 
 
-def worker_fit(shape: PodShape, nodes: Sequence[NodeRoom], want: int) -> WorkerFit:
-    """Fit on a whole worker; ``want`` is ``min(parallelism, completions)`` of the Job."""
+def worker_fit(shape: PodShape, nodes: Sequence[NodeRoom], want: int, memo: EverMemo | None = None) -> WorkerFit:
+    """Fit on a whole worker; ``want`` is ``min(parallelism, completions)`` of the Job (``memo``: the
+    worker's kept verdicts of which nodes could ever run it)."""
     if not nodes:
         return WorkerFit(False, 0, "no nodes")
-    ever_nodes = [n for n in nodes if could_ever_run(shape, n)]
+    ever = could_ever_run if memo is None else memo.could_ever_run
+    ever_nodes = [n for n in nodes if ever(shape, n)]
     if not ever_nodes:
         return WorkerFit(False, 0, never_reason(shape, nodes))
     now = 0

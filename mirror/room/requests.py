@@ -11,8 +11,9 @@ so we do it here). Every pod also takes one of the node's ``pods``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from mirror.room.quantity import amounts
@@ -103,6 +104,12 @@ class PodShape:
     affinity_terms: tuple[Mapping[str, Any], ...] | None = None
     tolerations: tuple[Mapping[str, Any], ...] = ()
     ports: frozenset[HostPort] = frozenset()
+
+    @cached_property
+    def key(self) -> Hashable:
+        """Equal for pods of equal shape (the Jobs of one template): what a node's verdict is kept under."""
+        return (tuple(sorted(self.requests.items())), tuple(sorted(self.node_selector.items())),
+                repr(self.affinity_terms), repr(self.tolerations), self.ports)
 
 
 def shape_of_template(template: Mapping[str, Any]) -> PodShape:

@@ -25,7 +25,7 @@ from kruntime.client import ClusterClient
 from kruntime.informer import Informer, RecordInformer
 from kruntime.resources import NODES, PODS, PRIORITY_CLASSES, Obj, Resource
 from mirror import metrics
-from mirror.room.fit import NodeRoom, WorkerFit, node_room, pods_fitting_now, worker_fit
+from mirror.room.fit import EverMemo, NodeRoom, WorkerFit, node_room, pods_fitting_now, worker_fit
 from mirror.room.quantity import HUGE, show
 from mirror.room.requests import PODS as POD_SLOTS
 from mirror.room.requests import HostPort, PodShape, host_ports, pod_requests
@@ -415,6 +415,11 @@ class RoomView:
         self.accounts = Informer(client.sibling("room-accounts", pool_size=2), SERVICE_ACCOUNTS,
                                  transform=_namespaced_name_only, keep=self._in_namespaces)
         self.loads = Loads()
+        #: which nodes could ever run a pod shape, kept while their Node objects stay
+        self._ever = EverMemo()
+        #: the node watch's events so far, and the rooms made at (pod changes, node events)
+        self._node_events = 0
+        self._base: tuple[tuple[int, int], Mapping[str, Obj], list[NodeRoom]] | None = None
         #: in the order they were made (a new one is applied on top of the cached rooms)
         self.reserved: dict[str, Reservation] = {}
         #: counts reservations dropped or replaced: the cached rooms must be remade
@@ -485,6 +490,7 @@ class RoomView:
             self._room_may_have_appeared()  # watch) or went
 
     def _on_node(self, etype: str, old: Obj | None, new: Obj) -> None:
+        self._node_events += 1  # a new object, if only a heartbeat: the rooms are made from it again
         if etype == "DELETED" or (old is not None and _node_facts(old) == _node_facts(new)):
             return  # a heartbeat: nothing the fit reads changed
         self._room_may_have_appeared()
@@ -508,9 +514,13 @@ class RoomView:
 
         Same as :func:`with_reservations` over :meth:`Loads.rooms` every time, but kept: made
         again when a pod, a node or a reservation ended changes it, extended when one is added."""
-        rooms = self.loads.rooms(self.nodes.items())
+        token = (self.loads.version, self._node_events)
+        base = self._base
+        if base is None or base[0] != token or base[1] is not self.nodes.cache:
+            base = self._base = (token, self.nodes.cache, self.loads.rooms(self.nodes.items()))
+        rooms = base[2]  # else no pod or node changed since (nor was the node cache relisted): as they were
         if not self.reserved:
-            return rooms
+            return list(rooms)
         self._drop_done()
         versions = (self.loads.version, self._reserved_version)
         c = self._cached
@@ -523,7 +533,7 @@ class RoomView:
         return list(c.rooms)
 
     def fit(self, shape: PodShape, want: int) -> WorkerFit:
-        return worker_fit(shape, self.rooms(), want)
+        return worker_fit(shape, self.rooms(), want, self._ever)
 
     def totals(self) -> dict[str, dict[str, int]]:
         """Allocatable and requested per resource over schedulable nodes (metrics)."""
