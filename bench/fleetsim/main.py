@@ -1,4 +1,4 @@
-"""``python -m bench.fleetsim``: a simulated fleet, one manager and N workers, served over HTTP.
+"""``python -m bench.fleetsim``: a simulated fleet, one manager and N workers, served over HTTPS.
 
 Starts every cluster's API server in this one process (each on its own 127.0.0.1 port), seeds the
 workers' nodes and background pods, writes ``DIR/manager.kubeconfig``, ``DIR/worker-<i>.kubeconfig``

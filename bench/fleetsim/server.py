@@ -1,4 +1,5 @@
-"""The simulated clusters over plain HTTP: one aiohttp app per cluster, each on its own 127.0.0.1 port.
+"""The simulated clusters over HTTPS (plain HTTP when started without TLS): one aiohttp app per
+cluster, each on its own 127.0.0.1 port.
 
 Paths, verbs, Status bodies and watch streams (chunked, one JSON event per line, 410 as an ERROR
 event in a 200 stream, bookmarks when asked) are kube-apiserver's, so the controller's own client
