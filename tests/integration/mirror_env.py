@@ -21,6 +21,8 @@ from kruntime.resources import EVENTS, JOBS, Obj
 from mirror import metrics
 from mirror.config import Config, Worker
 from mirror.controller import MirrorController
+from mirror.jobs.kind import JOB_KIND
+from mirror.kinds import QueueKey
 from mirror.naming import LABEL_ORIGIN_UID
 from testkit.copies import CopyRecorder
 from testkit.jobs import cond
@@ -115,6 +117,17 @@ class MirrorEnv:
         routed = route_kubeconfig(kubeconfig, scratch / f"{worker}-via-proxy.yaml", await proxy.start())
         workers = [w.model_copy(update={"kubeconfig": routed}) if w.name == worker else w for w in self.config.workers]
         return proxy, self.config_with(workers=workers)
+
+    async def look_again(self, *keys: str, timeout: float = 60) -> None:
+        """Have the running controllers look at these Jobs (namespace/name) again, and wait for those
+        passes: a Job in sync keeps no timer (mirror.in_sync), so "it looked again and did nothing
+        wrong" needs a pass the test asks for, as the resync once gave one."""
+        target = syncs() + len(keys) * len(self.controllers)
+        for ctrl, _ in self.controllers:
+            for key in keys:
+                ctrl.queue.add(QueueKey(JOB_KIND.name, key), why="test")
+        await wait_for(lambda: asyncio.sleep(0, syncs() >= target), timeout=timeout,
+                       what=f"the passes of {', '.join(keys)} asked for")
 
     async def start(self, cfg: Config | None = None) -> MirrorController:
         ctrl = MirrorController(cfg or self.config)

@@ -25,7 +25,7 @@ from mirror.naming import (
     LABEL_ORIGIN_UID,
 )
 from tests.conftest import MANAGER, ensure_namespace, wait_for
-from tests.integration.mirror_env import MirrorEnv, cond, make_job, mirror_env, wait_gc_rounds, wait_syncs
+from tests.integration.mirror_env import MirrorEnv, cond, make_job, mirror_env, wait_gc_rounds
 
 pytestmark = [pytest.mark.integration, pytest.mark.security]
 
@@ -103,7 +103,7 @@ async def test_our_keys_on_a_manager_job_never_reach_its_copy(client_for: Client
             return annotations_of(c).get("note") == "n"
 
         await wait_for(note_synced, timeout=30, what="the user's own annotation synced to the copy")
-        await wait_syncs(10)
+        await env.look_again(f"{ns}/mine", f"{ns}/later", f"{victims}/{victim['metadata']['name']}")
         await wait_gc_rounds(2)
         for job_, name in ((mine, "mine"), (other, "later")):
             c = await env.workers["worker-1"].get(JOBS, ns, name)
@@ -136,7 +136,7 @@ async def test_a_copy_edited_on_a_worker_cannot_stand_in_for_another_namespaces_
             return cond(c, "Complete") == "True"
 
         await wait_for(finished_on_worker, timeout=60, what="the edited copy finished on the worker")
-        await wait_syncs(10)
+        await env.look_again(f"{ns}/mine", f"{victims}/{victim['metadata']['name']}")
         await wait_gc_rounds(2)
         await victim_untouched(env, victims, victim, victim_copy)
         # The edited copy is not deleted on its word either: GC keeps what it cannot attribute.

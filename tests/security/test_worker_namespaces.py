@@ -137,7 +137,7 @@ async def test_an_existing_worker_namespace_weaker_than_the_managers_gets_no_cop
         for said in ("worker-1", "'privileged'", "'restricted'", "unlabelled"):
             assert said in event["message"], (said, event["message"])
         await wait_for(lambda: copies_in(env, "worker-2", strict), timeout=60, what="the copy on worker-2")
-        await wait_syncs(5)
+        await env.look_again(f"{strict}/root")
         assert await copies_in(env, "worker-1", strict) == []
 
         await env.workers["worker-1"].patch(NAMESPACES, None, strict, {"metadata": {"labels": {
