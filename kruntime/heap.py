@@ -8,11 +8,22 @@ everything alive out of the collector's generations (``gc.freeze``); later colle
 what was made since. The young generations are collected first, so the cyclic garbage other
 tasks left (an exception and its traceback) is not kept with it; only garbage that had already
 survived two collections is.
+
+What watch events add while the controller runs (20,000 Jobs and their copies dispatched in five
+minutes) is settled the same way every ``interval`` seconds (:func:`keep_settled`): without it the
+collector walked all of it each time it had grown by a quarter, 0.1-0.4 s at a time. Cyclic
+garbage that was old when frozen is only found by a full collection, so one runs every
+``full_every`` seconds over everything (logged with its length).
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import logging
+import time
+
+log = logging.getLogger(__name__)
 
 
 def settle() -> None:
@@ -20,3 +31,26 @@ def settle() -> None:
     gc.collect(1)  # the young generations only: a few thousand objects, not the cache
     gc.freeze()
 
+
+
+def collect_all() -> tuple[int, float]:
+    """A full collection over everything, frozen objects included, then all that lives frozen again:
+    the unreachable objects found and the seconds it took."""
+    began = time.perf_counter()
+    gc.unfreeze()
+    found = gc.collect()
+    gc.freeze()
+    return found, time.perf_counter() - began
+
+
+async def keep_settled(interval: float = 30.0, full_every: float = 3600.0) -> None:
+    """Settle every ``interval`` seconds, and collect all every ``full_every``; runs until cancelled."""
+    last_full = time.monotonic()
+    while True:
+        await asyncio.sleep(interval)
+        if time.monotonic() - last_full >= full_every:
+            found, took = collect_all()
+            last_full = time.monotonic()
+            log.info("full garbage collection: %d unreachable objects in %.2fs", found, took)
+        else:
+            settle()

@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 import uvloop
 
+from kruntime import heap
 from kruntime.logging_setup import setup_logging
 from kruntime.stalls import StallReporter
 
@@ -98,12 +99,14 @@ async def watch_loop_lag(lag: Observer, *, interval: float = LOOP_LAG_INTERVAL,
 
 async def _with_loop_lag(main: Coroutine[Any, Any, T], lag: Observer) -> T:
     watcher = asyncio.create_task(watch_loop_lag(lag, stall=LOOP_STALL), name="event-loop-lag")
+    settler = asyncio.create_task(heap.keep_settled(), name="heap-settle")  # no collection walks the caches
     reporter = StallReporter(LOOP_STALL.overdue)  # a stall says where the loop was (kruntime.stalls)
     reporter.start()
     try:
         return await main
     finally:
         reporter.stop()
+        await cancel_and_wait(settler)
         await cancel_and_wait(watcher)
 
 

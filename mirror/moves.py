@@ -176,10 +176,11 @@ async def stuck(a: Acting, action: Action, g: Group) -> Group | Done:
 
 async def move(a: Acting, action: Action, g: Group) -> Group | Done:
     """Ask the chooser for another worker (never one of ``action.exclude``); fold the answer."""
-    try:
-        return replace(g, chosen=choose(a, g.job, action.exclude))
-    except NoWorker as exc:
-        return replace(g, no_alternative=exc)
+    async with a.places.turn():
+        try:
+            return replace(g, chosen=choose(a, g.job, action.exclude))
+        except NoWorker as exc:
+            return replace(g, no_alternative=exc)
 
 
 async def delete_left(a: Acting, action: Action, g: Group) -> Group | Done:

@@ -13,10 +13,12 @@ Its clock is injected: hold lapses, aging and backfill are table rows, not sleep
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import heapq
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from jobapi.objects import annotations_of
@@ -156,6 +158,19 @@ class Placer:
         self._capacity: tuple[float, dict[str, int]] = (-CAPACITY_TTL, {})
         self._access: access.Access = ({w.name: w.access for w in cfg.workers}
                                        if any(w.access is not None for w in cfg.workers) else {})
+        #: one placement at a time, each in a turn of the event loop of its own (:meth:`turn`)
+        self._turns = asyncio.Lock()
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """Where a pass asks :meth:`choose`: one at a time, and never two in one turn of the event loop.
+
+        A placement weighs every node of every worker (~7 ms of CPU at 50 workers of 100 nodes), and
+        the reconcile slots whose answers arrived together each placed in the same turn: 0.2-0.4 s
+        without a timer, the Lease's and the probes' included (the fleet simulation's fill)."""
+        async with self._turns:
+            await asyncio.sleep(0)
+            yield
 
     # -- what a pass tells the placer ----------------------------------------------------------
 

@@ -46,11 +46,12 @@ def choose(a: Acting, job: Obj, exclude: Collection[str]) -> Choice:
 
 async def place(a: Acting, job: Obj) -> tuple[Obj, Placement]:
     """Place an unplaced Job (one write: the finalizer and the placement), or say why it waits."""
-    try:
-        chosen = choose(a, job, ())
-    except NoWorker as exc:
-        say_not_placed(a, job, exc)
-        return job, Placement(None, job["metadata"]["name"])
+    async with a.places.turn():
+        try:
+            chosen = choose(a, job, ())
+        except NoWorker as exc:
+            say_not_placed(a, job, exc)
+            return job, Placement(None, job["metadata"]["name"])
     clear_wait(a, job["metadata"]["uid"])
     return await place_on(a, job, chosen)
 
