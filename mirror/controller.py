@@ -16,7 +16,7 @@ from kruntime.client import ApiError, ClusterClient, load_incluster, load_kubeco
 from kruntime.events import EventRecorder, ObjectEvents, SpamFilter
 from kruntime.httpserver import HealthServer
 from kruntime.identity import IdentityUnavailable, read_identity
-from kruntime.informer import Informer, NamespacedInformers, RecordInformer, without_managed_fields
+from kruntime.informer import Informer, NamespacedInformers, RecordInformer, paced, without_managed_fields
 from kruntime.leaderelect import LeaderElector, Timing
 from kruntime.resources import Obj, key_of
 from kruntime.workqueue import WorkQueue
@@ -364,7 +364,9 @@ class MirrorController:
                 await asyncio.wait_for(self.namespaces.wait_synced(), 10)
         for name, informer in self.informers.items():
             claimed = [o for o in informer.items() if self.claim.claims(self.kinds[name], o)]
-            for o in claimed:  # what runs already counts for its tenant before the first placement
+            # What runs already counts for its tenant before the first placement; 20,000 of them at a
+            # failover were 0.2-0.3 s without a turn of the loop, so they yield every thousand.
+            async for o in paced(claimed):
                 self.placer.observe(self.kinds[name], o, ())
             log.info("caches synced; %d claimed %ss", len(claimed), name)
             spawn(self._release_outside(self.kinds[name]), f"release-outside-{name}")
