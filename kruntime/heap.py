@@ -32,7 +32,6 @@ def settle() -> None:
     gc.freeze()
 
 
-
 def collect_all() -> tuple[int, float]:
     """A full collection over everything, frozen objects included, then all that lives frozen again:
     the unreachable objects found and the seconds it took."""

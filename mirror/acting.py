@@ -100,9 +100,7 @@ class Acting:
 
     def copies_of(self, job: Obj) -> dict[str, Obj]:
         """Our copies of ``job``, per worker, from the worker caches."""
-        uid, kind = job["metadata"]["uid"], self.kind.name
-        return {name: c for name, w in self.workers.items()
-                if (copies := w.kinds[kind]).holds(uid) and (c := copies.copy_of(job)) is not None}
+        return {name: c for name, w in self.workers.items() if (c := w.copy_of(self.kind, job)) is not None}
 
     def deletion_echo(self, copy_uid: str) -> bool:
         """Whether a DELETED event of this copy is the echo of a finalizing pass's delete (then forgotten)."""
@@ -132,9 +130,7 @@ class WorkerStates(Mapping[str, WorkerState]):
 
     def __getitem__(self, name: str) -> WorkerState:
         state = self._read.get(name)
-        if state is None:
-            if name not in self._acting.workers:
-                raise KeyError(name)
+        if state is None:  # an unknown worker: KeyError, as a dict says
             state = self._read[name] = self._acting.worker_state(self._job, name)
         return state
 

@@ -95,13 +95,11 @@ class KindCopies:
         uid = identity.labels_of_copy(obj).manager_uid
         return (uid,) if uid and identity.manager_key_of(self.kind.name, obj) else ()
 
-    def holds(self, manager_uid: str) -> bool:
-        """Whether any copy here claims to come from ``manager_uid`` (cheap: asked of every worker per pass)."""
-        return self.informer.indexed(BY_ORIGIN_UID, manager_uid)
-
     def copy_of(self, manager: Obj) -> Obj | None:
         """The copy ``manager`` made (the most recently updated, should there be two): same uid,
         namespace and name (:func:`mirror.kinds.is_copy_of`)."""
+        if not self.informer.indexed(BY_ORIGIN_UID, manager["metadata"]["uid"]):
+            return None  # the common answer, asked of every worker by every pass: a dict lookup
         found = [c for c in self.informer.by_index(BY_ORIGIN_UID, manager["metadata"]["uid"])
                  if identity.is_copy_of(self.kind.name, c, manager, origin=self.origin)]
         return found[-1] if found else None
