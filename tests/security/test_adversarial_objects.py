@@ -22,7 +22,7 @@ import pytest
 
 from mirror.jobs.status_translation import desired_manager_status, status_differs
 from mirror.placement import NoWorker, WorkerView, select_by_labels
-from mirror.room.fit import node_room, worker_fit
+from mirror.room.fit import EverMemo, node_room, worker_fit
 from mirror.room.quantity import _nanos_of_short, amount, show
 from mirror.room.requests import shape_of_template
 from mirror.room.view import Loads, free_summary, room_totals, slim_node, slim_pod
@@ -144,6 +144,9 @@ def cases() -> list[tuple[str, Callable[[], Callable[[], object]]]]:
         ("a Job with 100 affinity terms of 100 expressions, 50 selector labels, 1,000 tolerations on 10 nodes",
          lambda: (lambda t, ns: lambda: worker_fit(shape_of_template(t), ns, 1))(
              template(1, terms=100, per_term=100, tolerations=1_000), nodes(10))),
+        ("the same Job through a worker's kept verdicts (its shape's key: terms and tolerations written out)",
+         lambda: (lambda t, ns, memo: lambda: worker_fit(shape_of_template(t), ns, 1, memo))(
+             template(1, terms=100, per_term=100, tolerations=1_000), nodes(10), EverMemo())),
         ("a Job asking 10e9999999 cpu on 10 nodes",
          lambda: (lambda t, ns: lambda: worker_fit(shape_of_template(t), ns, 1))(
              {"spec": {"containers": [container(0)]}}, nodes(10))),
