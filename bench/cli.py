@@ -88,8 +88,9 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--jobs", "--sizes", dest="sizes", type=_sizes, default=DEFAULT_SIZES,
                    help="comma-separated Job counts (default 100,1000; 5000 as e.g. --jobs 100,1000,5000)")
     k.add_argument("--contenders", default=None,
-                   help="comma-separated subset of bare,floor,jobmirror,jobmirror-5qps,multikueue,multikueue-equal "
-                        "(default: all; MultiKueue builds Kueue on first use, 10-20 min)")
+                   help="comma-separated subset of the contenders in bench/compare.py (bare, floor, jobmirror "
+                        "and its variants, multikueue, multikueue-equal, multikueue-patched; default: all; "
+                        "MultiKueue builds Kueue on first use, 10-20 min, and its patched build once more)")
     k.add_argument("--worker-nodes", type=int, default=4, help="kwok nodes per worker (110 pods each)")
     k.add_argument("--timeout", type=float, default=None, help="seconds per contender and size (default 120 + 1/Job)")
     k.add_argument("--cleanup-timeout", type=float, default=60.0, help="seconds to wait for remote copies to go")

@@ -19,6 +19,8 @@ Contenders (keys):
   changed in v0.19.2.
 - ``multikueue-equal``: the same with the manager client and reconcilers set to
   jobmirror's (200/400, 32/32) — as equal as v0.19.2 allows (workers still 5/10).
+- ``multikueue-patched``: as ``multikueue-equal``, on a v0.19.2 build patched so its worker
+  connections run at 200/400 too (kueue#15280's effect, which later releases ship).
 """
 
 from __future__ import annotations
@@ -76,6 +78,10 @@ class Contender:
     kueue: KueueSettings | None = None
     #: jobmirror's workersConcurrency (None: its default, which is MIRROR_RECONCILERS)
     reconcilers: int | None = None
+    #: jobmirror's placement (None: its default, RoomAware)
+    placement: str | None = None
+    #: jobmirror's statusBatchPeriod (None: its default, 1 s)
+    status_batch_period: float | None = None
 
 
 CONTENDERS: dict[str, Contender] = {c.key: c for c in (
@@ -86,12 +92,25 @@ CONTENDERS: dict[str, Contender] = {c.key: c for c in (
     # issue 38: passes in flight against the urgent lane's drain after a burst of completions
     Contender("jobmirror-64", "jobmirror", "jobmirror, workersConcurrency 64", reconcilers=64),
     Contender("jobmirror-128", "jobmirror", "jobmirror, workersConcurrency 128", reconcilers=128),
+    # issue 38: what seeing the workers' room (their Node and Pod watches) costs per Job
+    Contender("jobmirror-leastloaded", "jobmirror", "jobmirror, placement LeastLoaded (no room watches)",
+              placement="LeastLoaded"),
+    # ... and what the running counters cost on top: a batch period longer than these Jobs' lives
+    # leaves only the deciding conditions to mirror, the floor's status contract
+    Contender("jobmirror-floor-contract", "jobmirror", "jobmirror, LeastLoaded, statusBatchPeriod 30 s "
+              "(no running counters for 1-s pods)", placement="LeastLoaded", status_batch_period=30.0),
     Contender("multikueue", "multikueue", f"MultiKueue v{versions.KUEUE_VERSION} shipped config",
               kueue=KueueSettings()),
     Contender("multikueue-equal", "multikueue", f"MultiKueue v{versions.KUEUE_VERSION}, manager {MIRROR_QPS:g}/"
               f"{MIRROR_BURST}", kueue=KueueSettings(qps=MIRROR_QPS, burst=MIRROR_BURST,
                                                      job_concurrency=MIRROR_RECONCILERS,
                                                      workload_concurrency=MIRROR_RECONCILERS)),
+    # issue 38: equal limits on every connection, which v0.19.2 cannot set for its workers
+    Contender("multikueue-patched", "multikueue", f"MultiKueue v{versions.KUEUE_VERSION} + local patch, "
+              f"manager and workers {MIRROR_QPS:g}/{MIRROR_BURST}",
+              kueue=KueueSettings(qps=MIRROR_QPS, burst=MIRROR_BURST, job_concurrency=MIRROR_RECONCILERS,
+                                  workload_concurrency=MIRROR_RECONCILERS,
+                                  worker_limits=(MIRROR_QPS, MIRROR_BURST))),
 )}
 
 
@@ -192,6 +211,10 @@ async def start(c: Contender, bed: ClusterBed, clusters: dict[str, LocalCluster]
             w["qps"], w["burst"] = c.worker_qps, c.worker_burst
     if c.reconcilers is not None:
         cfg["workersConcurrency"] = c.reconcilers
+    if c.placement is not None:
+        cfg["placement"] = c.placement
+    if c.status_batch_period is not None:
+        cfg["statusBatchPeriod"] = c.status_batch_period
     cfg_path = bed.workdir / f"{c.key}-{n}.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg))
     p = env.ControllerProcess(f"{c.key}-{n}", controller_argv(cfg_path, None), logs / f"{c.key}-{n}.log", port)
@@ -436,7 +459,7 @@ async def run(opts: CompareOptions) -> dict[str, Any]:
 
 #: the headline figures summarised over repeats (a timed-out or failed run counts as missing)
 SUMMARISED = ("dispatchesPerSecond", "cpuMsPerJob", "dispatchP99", "statusP99", "managerOwnPerJob", "workersPerJob",
-              "allCompleteSeconds")
+              "allCompleteSeconds", "longestStallSeconds")
 
 
 def spread(values: list[float | None]) -> dict[str, float | int | None]:
@@ -503,6 +526,7 @@ def headline(r: dict[str, Any]) -> dict[str, Any]:
         "dispatchesPerSecond": dispatch_rate(r)[0],
         "dispatchesPartial": dispatch_rate(r)[1],
         "dispatch": {q: lat["dispatch"]["watch"][q] for q in ("p50", "p95", "p99")},
+        "longestStallSeconds": (th.get("longestDispatchStall") or {}).get("seconds"),
         "status": {q: lat["statusPropagation"]["watch"][q] for q in ("p50", "p95", "p99")},
         "managerPerJob": api["manager"]["perJobExcludingIdle"],
         "managerOwnPerJob": (api.get("managerOwnCalls") or {}).get("total"),
@@ -530,6 +554,9 @@ def ratios(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
         "jobmirrorOverMultikueue": div(rate("jobmirror"), rate("multikueue")),
         "jobmirror5qpsOverMultikueue": div(rate("jobmirror-5qps"), rate("multikueue")),
         "jobmirrorOverMultikueueEqual": div(rate("jobmirror"), rate("multikueue-equal")),
+        "jobmirrorOverMultikueuePatched": div(rate("jobmirror"), rate("multikueue-patched")),
+        "leastLoadedOverFloor": div(rate("jobmirror-leastloaded"), rate("floor")),
+        "floorContractOverFloor": div(rate("jobmirror-floor-contract"), rate("floor")),
     }
 
 
@@ -604,7 +631,11 @@ def repeats_table(result: dict[str, Any]) -> list[str]:
 
 #: the same-run ratios of copies created per second the table shows, when both sides ran
 RATIO_LABELS = (("jobmirrorOverFloor", "jobmirror ÷ floor"), ("jobmirrorOverBare", "jobmirror ÷ bare"),
-                ("floorOverBare", "floor ÷ bare"), ("jobmirrorOverMultikueue", "jobmirror ÷ MultiKueue"))
+                ("floorOverBare", "floor ÷ bare"), ("jobmirrorOverMultikueue", "jobmirror ÷ MultiKueue"),
+                ("jobmirror5qpsOverMultikueue", "jobmirror at 5/10 ÷ MultiKueue (both workers 5/10)"),
+                ("jobmirrorOverMultikueuePatched", "jobmirror ÷ MultiKueue patched (all 200/400)"),
+                ("leastLoadedOverFloor", "jobmirror LeastLoaded ÷ floor"),
+                ("floorContractOverFloor", "jobmirror LeastLoaded, no counters ÷ floor"))
 
 
 def summary_line(r: dict[str, Any]) -> None:

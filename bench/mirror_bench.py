@@ -396,6 +396,8 @@ async def run_size(n: int, opts: MirrorOptions, bed: ClusterBed, clusters: dict[
         await sampler.stop()
         await scraper.stop()
         res["controllerMetricsTimeline"] = scraper.rows
+        res["queueDepthMax"] = max((row["queueDepth"] for row in scraper.rows if row.get("queueDepth") is not None),
+                                   default=None)
         res["loadAverage"]["end"] = load()
         res["loadAverage"]["max1mDuringRun"] = sampler.max_load()
         res["timedOut"] = not done
@@ -513,6 +515,8 @@ def _results(n: int, tr: Tracker, sub: Submission, t0: float, t_done: float, t_c
     for j in js:
         placements[j.worker or "none"] = placements.get(j.worker or "none", 0) + 1
     status_managers = sorted({j.remote_status_manager for j in js if j.remote_status_manager})
+    stall = stats.longest_wait_without_progress(list(sub.acked.values()), [j.remote_seen for j in js if j.remote_seen],
+                                                end=None if dispatched_n >= n else t_done)
 
     def ms(v: list[float | None]) -> list[float | None]:
         return [None if x is None else round(x * 1000, 1) for x in v]
@@ -528,6 +532,12 @@ def _results(n: int, tr: Tracker, sub: Submission, t0: float, t_done: float, t_c
             "dispatchedPerSecondNote": "remote copies created per second, first manager Job seen → last copy "
                                        "seen (the figure comparable to MultiKueue's workloads/s)",
             "cleanupSeconds": stats.rounded(t_clean - t_done, 3),
+            "longestDispatchStall": {
+                "seconds": stats.rounded(stall[0], 3) if stall else None,
+                "startsAtSeconds": stats.rounded(stall[1] - t0, 3) if stall else None,
+                "note": "the longest stretch in which some manager Job had been created and no copy was made "
+                        "for any Job (the k-th copy seen matched with the k-th create acknowledged)",
+            },
         },
         "latencySeconds": {
             "dispatch": {
@@ -635,6 +645,7 @@ def summary_line(r: dict[str, Any]) -> None:
         f"({th['jobsPerSecondEndToEnd'] or 0:.1f} Jobs/s end to end, "
         f"{th['dispatchedPerSecond'] or 0:.1f} dispatches/s); "
         f"dispatch p50/p99 {f(lat['dispatch']['watch']['p50'])}/{f(lat['dispatch']['watch']['p99'])} (watch); "
+        f"longest dispatch stall {f(th['longestDispatchStall']['seconds'])}, queue depth max {r.get('queueDepthMax')}; "
         f"status p50/p99 {f(lat['statusPropagation']['watch']['p50'])}/{f(lat['statusPropagation']['watch']['p99'])}"
         f" (watch); API/Job manager {r['apiRequests']['manager']['perJob']} workers "
         f"{r['apiRequests']['workersCombined']['perJob']}; controller CPU {r['controller']['cpuSecondsWorkload']}s, "

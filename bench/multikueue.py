@@ -57,16 +57,29 @@ class KueueSettings:
 
     Worker connections of the MultiKueue manager use client-go's 5 QPS / burst 10 in
     v0.19.2 whatever is set here: there is no setting for them in that release.
+    ``worker_limits`` runs a locally patched build instead, whose worker clients take
+    that QPS/burst (:func:`clusterbed.build.patch_kueue_worker_limits`: kueue#15280's effect).
     """
 
     qps: float = 300.0
     burst: int = 500
     job_concurrency: int = 5
     workload_concurrency: int = 10
+    worker_limits: tuple[float, int] | None = None
 
     def label(self) -> str:
+        workers = ("5/10 (fixed in v0.19.2)" if self.worker_limits is None
+                   else f"{self.worker_limits[0]:g}/{self.worker_limits[1]} (local patch, kueue#15280's effect)")
         return (f"manager client {self.qps:g}/{self.burst}, Job/Workload reconcilers "
-                f"{self.job_concurrency}/{self.workload_concurrency}, worker clients 5/10 (fixed in v0.19.2)")
+                f"{self.job_concurrency}/{self.workload_concurrency}, worker clients {workers}")
+
+    def manager_env(self) -> dict[str, str]:
+        """What the patched build reads for its worker clients (nothing for the released one)."""
+        from clusterbed.build import KUEUE_WORKER_BURST_ENV, KUEUE_WORKER_QPS_ENV
+
+        if self.worker_limits is None:
+            return {}
+        return {KUEUE_WORKER_QPS_ENV: f"{self.worker_limits[0]:g}", KUEUE_WORKER_BURST_ENV: str(self.worker_limits[1])}
 
 
 def kueue_config(settings: KueueSettings, *, manager: bool, health_port: int, webhook_port: int,
@@ -243,7 +256,7 @@ class MultiKueue:
         proc = env.ControllerProcess(
             f"kueue-{name}", [str(binary), "--config", str(cfg_path), "--kubeconfig", str(cluster.kubeconfig),
                               f"--zap-log-level={os.environ.get('JOBMIRROR_KUEUE_LOG_LEVEL', 'error')}"],
-            self.log_dir / f"kueue-{name}.log", health)
+            self.log_dir / f"kueue-{name}.log", health, env=self.settings.manager_env() if manager else None)
         proc.start()
         self.procs[name] = proc
         return proc
@@ -253,7 +266,8 @@ class MultiKueue:
         from clusterbed.build import build_kueue, kueue_source
 
         t0 = time.monotonic()
-        binary = await asyncio.to_thread(build_kueue, versions.KUEUE_VERSION)
+        binary = await asyncio.to_thread(build_kueue, versions.KUEUE_VERSION,
+                                         worker_limits_patch=self.settings.worker_limits is not None)
         src = await asyncio.to_thread(kueue_source, versions.KUEUE_VERSION)
         await asyncio.to_thread(self._prepare, binary, src)
         for name, c in self.workers.items():

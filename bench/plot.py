@@ -209,7 +209,7 @@ def plot_chaos(result: dict[str, Any], path: Path) -> Path:
 
 
 COMPARE_COLORS = {"bare": "black", "floor": "tab:purple", "jobmirror": "tab:blue", "jobmirror-5qps": "tab:cyan",
-                  "multikueue": "tab:red", "multikueue-equal": "tab:orange"}
+                  "multikueue": "tab:red", "multikueue-equal": "tab:orange", "multikueue-patched": "tab:brown"}
 
 
 def plot_compare(result: dict[str, Any], path: Path) -> Path:

@@ -81,3 +81,26 @@ def not_below_zero(diffs: Iterable[float | None]) -> tuple[list[float | None], i
             d = 0.0
         out.append(d)
     return out, raised
+
+
+def longest_wait_without_progress(arrived: Sequence[float], served: Sequence[float],
+                                  end: float | None = None) -> tuple[float, float] | None:
+    """The longest stretch during which some item had arrived and no item was served: ``(seconds, start)``.
+
+    A dispatch stall is what a waiting tenant sees: a Job is in the manager and no copy is being
+    made for anyone. Items are served in any order, so the k-th serve is matched with the k-th
+    arrival: between the (k-1)-th serve and the k-th, something was waiting from the later of
+    that serve and the k-th arrival. With ``end`` (a run that stopped with items unserved) the
+    wait from the last serve to ``end`` counts too. ``None`` when there was nothing to wait for.
+    """
+    a = sorted(arrived)
+    s = sorted(served)
+    stretches: list[tuple[float, float]] = []
+    prev: float | None = None
+    for k, done in enumerate(s + ([end] if end is not None and len(s) < len(a) else [])):
+        waiting_from = a[k] if k < len(a) else done
+        if prev is not None:
+            waiting_from = max(waiting_from, prev)
+        stretches.append((max(done - waiting_from, 0.0), waiting_from))
+        prev = done
+    return max(stretches, key=lambda st: st[0], default=None)

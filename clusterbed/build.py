@@ -328,15 +328,18 @@ def prometheus_operator_crds(version: str = versions.PROMETHEUS_OPERATOR_VERSION
     return crds
 
 
-def build_kueue(kueue_version: str = versions.KUEUE_VERSION) -> Path:
-    """Build Kueue's manager binary into ``<cache>/bin/kueue-<version>/kueue``.
+def build_kueue(kueue_version: str = versions.KUEUE_VERSION, *, worker_limits_patch: bool = False) -> Path:
+    """Build Kueue's manager binary into ``<cache>/bin/kueue-<version>[-workerlimits]/kueue``.
 
     Kueue is built inside its own module (its go.mod pins the controller-runtime and
     Kubernetes libraries it was released with) rather than from a scratch module: the
     module cache copy is read-only, so it is copied out and made writable first.
+    ``worker_limits_patch`` builds a locally patched copy (:func:`patch_kueue_worker_limits`).
     """
-    dest = _bin_dir("kueue", kueue_version)
-    _build_once(f"kueue-{kueue_version}", dest, ("kueue",), lambda: _build_kueue_locked(kueue_version, dest))
+    flavour = f"{kueue_version}-workerlimits" if worker_limits_patch else kueue_version
+    dest = _bin_dir("kueue", flavour)
+    _build_once(f"kueue-{flavour}", dest, ("kueue",),
+                lambda: _build_kueue_locked(kueue_version, flavour, dest, worker_limits_patch))
     return dest / "kueue"
 
 
@@ -351,19 +354,79 @@ def kueue_source(kueue_version: str = versions.KUEUE_VERSION) -> Path:
     return Path(json.loads(out.stdout)["Dir"])
 
 
-def _build_kueue_locked(kueue_version: str, dest: Path) -> None:
+#: environment variables the patched Kueue reads for its worker clients (unset: client-go's 5/10)
+KUEUE_WORKER_QPS_ENV = "KUEUE_MULTIKUEUE_WORKER_QPS"
+KUEUE_WORKER_BURST_ENV = "KUEUE_MULTIKUEUE_WORKER_BURST"
+_KUEUE_CLIENT_FILE = "pkg/controller/admissionchecks/multikueue/multikueuecluster.go"
+_KUEUE_RELEASED_TO_REST = """\tif c.RestConfig != nil {
+\t\treturn c.RestConfig, nil
+\t}
+\treturn clientcmd.RESTConfigFromKubeConfig(c.Kubeconfig)
+"""
+_KUEUE_PATCHED_TO_REST = """\tif c.RestConfig != nil {
+\t\treturn withWorkerLimits(c.RestConfig), nil
+\t}
+\tcfg, err := clientcmd.RESTConfigFromKubeConfig(c.Kubeconfig)
+\tif err != nil {
+\t\treturn nil, err
+\t}
+\treturn withWorkerLimits(cfg), nil
+"""
+_KUEUE_WORKER_LIMITS_GO = f"""package multikueue
+
+// Local patch by jobmirror's benchmark, not part of Kueue v0.19.2: worker clients take their
+// QPS and burst from the environment, the effect kueue#15280 gives later releases (worker
+// clients reuse clientConnection) for a release that has no setting for them.
+
+import (
+\t"os"
+\t"strconv"
+
+\t"k8s.io/client-go/rest"
+)
+
+func withWorkerLimits(cfg *rest.Config) *rest.Config {{
+\tif v, err := strconv.ParseFloat(os.Getenv("{KUEUE_WORKER_QPS_ENV}"), 32); err == nil {{
+\t\tcfg.QPS = float32(v)
+\t}}
+\tif v, err := strconv.Atoi(os.Getenv("{KUEUE_WORKER_BURST_ENV}")); err == nil {{
+\t\tcfg.Burst = v
+\t}}
+\treturn cfg
+}}
+"""
+
+
+def patch_kueue_worker_limits(src: Path) -> None:
+    """Let the MultiKueue manager's worker clients take QPS/burst from the environment.
+
+    Fails loudly when the released code is not what the patch expects (another release).
+    """
+    target = src / _KUEUE_CLIENT_FILE
+    text = target.read_text()
+    if _KUEUE_PATCHED_TO_REST in text:
+        return
+    if _KUEUE_RELEASED_TO_REST not in text:
+        raise BuildError(f"{target}: toRESTConfig is not the v0.19.2 code the worker-limits patch expects")
+    target.write_text(text.replace(_KUEUE_RELEASED_TO_REST, _KUEUE_PATCHED_TO_REST, 1))
+    (target.parent / "workerlimits_jobmirror.go").write_text(_KUEUE_WORKER_LIMITS_GO)
+
+
+def _build_kueue_locked(kueue_version: str, flavour: str, dest: Path, worker_limits_patch: bool) -> None:
     versions.cache_root().mkdir(parents=True, exist_ok=True)
-    _log(f"kueue v{kueue_version}: downloading the module")
+    _log(f"kueue v{flavour}: downloading the module")
     src = kueue_source(kueue_version)
-    work = versions.cache_root() / "build" / f"kueue-{kueue_version}"
+    work = versions.cache_root() / "build" / f"kueue-{flavour}"
     if not (work / "go.mod").is_file():
         shutil.rmtree(work, ignore_errors=True)
         shutil.copytree(src, work)
         subprocess.run(["chmod", "-R", "u+w", str(work)], check=True)
+    if worker_limits_patch:
+        patch_kueue_worker_limits(work)
     (work / "out").mkdir(exist_ok=True)
-    ldflags = f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=v{kueue_version}"
+    ldflags = f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=v{flavour}"
     _run_go(["build", "-v", "-trimpath", "-ldflags", ldflags, "-o", "out/kueue", "./cmd/kueue"],
-            work, f"kueue v{kueue_version}")
+            work, f"kueue v{flavour}")
     _install(work, dest, ("kueue",))
 
 

@@ -40,6 +40,19 @@ def test_kueue_settings_reach_client_and_reconcilers(settings: multikueue.KueueS
     assert gkc["Job.batch"] == jobs and gkc["Workload.kueue.x-k8s.io"] == workloads
 
 
+@pytest.mark.parametrize(("settings", "env"), [
+    (multikueue.KueueSettings(), {}),  # the released build: no knob, client-go's 5/10
+    (multikueue.KueueSettings(worker_limits=(200, 400)),
+     {"KUEUE_MULTIKUEUE_WORKER_QPS": "200", "KUEUE_MULTIKUEUE_WORKER_BURST": "400"}),
+])
+def test_worker_limits_reach_only_the_patched_manager(settings: multikueue.KueueSettings,
+                                                      env: dict[str, str]) -> None:
+    assert settings.manager_env() == env
+    assert ("local patch" in settings.label()) is bool(env)
+    assert compare.CONTENDERS["multikueue-patched"].kueue is not None
+    assert compare.CONTENDERS["multikueue-patched"].kueue.worker_limits == (compare.MIRROR_QPS, compare.MIRROR_BURST)
+
+
 def test_manager_objects_point_clusters_at_secrets_and_the_check_at_the_config() -> None:
     objs = multikueue.manager_objects({"w1": "kc1", "w2": "kc2"})
     kinds = [o["kind"] for o in objs]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.stats import percentile, rate, ratio, summarize
+from bench.stats import longest_wait_without_progress, percentile, rate, ratio, summarize
 
 
 def test_percentile_known_values() -> None:
@@ -89,3 +89,21 @@ def test_not_below_zero_raises_negatives_and_counts_them(diffs: list[float | Non
     from bench.stats import not_below_zero
 
     assert not_below_zero(diffs) == (expected, raised)
+
+
+@pytest.mark.parametrize(
+    ("arrived", "served", "end", "want"),
+    [
+        pytest.param([], [], None, None, id="nothing-arrived"),
+        pytest.param([0.0, 0.0, 0.0], [1.0, 2.0, 8.0], None, (6.0, 2.0), id="gap-between-serves"),
+        pytest.param([0.0], [5.0], None, (5.0, 0.0), id="first-serve-waits-from-arrival"),
+        # Nothing waited between 2 and 10: the third Job arrived at 10, served at 11.
+        pytest.param([0.0, 1.0, 10.0], [1.5, 2.0, 11.0], None, (1.5, 0.0), id="idle-is-not-a-stall"),
+        pytest.param([0.0, 0.0], [1.0], 30.0, (29.0, 1.0), id="unserved-until-the-end"),
+        pytest.param([0.0, 0.0], [1.0, 2.0], 30.0, (1.0, 0.0), id="end-ignored-when-all-served"),
+        pytest.param([3.0, 0.0], [2.0, 1.0], None, (1.0, 0.0), id="order-does-not-matter"),
+    ],
+)
+def test_longest_wait_without_progress(arrived: list[float], served: list[float], end: float | None,
+                                       want: tuple[float, float] | None) -> None:
+    assert longest_wait_without_progress(arrived, served, end) == want
