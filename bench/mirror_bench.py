@@ -243,10 +243,7 @@ class MetricsTimeline(env.Periodic):
                 "queueDepth": promtext.total(m, "jobmirror_runtime_queue_depth", {"queue": "mirror"}),
                 # a dispatch pause while Jobs wait for room is placement working, not a stall
                 "waitingForRoom": promtext.total(m, "jobmirror_jobs_waiting_for_room"),
-                # what the room view saw: bound pods against the slots, and pods not bound yet
-                "podsRequested": promtext.total(m, "jobmirror_worker_requested", {"resource": "pods"}),
-                "podsAllocatable": promtext.total(m, "jobmirror_worker_allocatable", {"resource": "pods"}),
-                "podsPending": promtext.total(m, "jobmirror_worker_pods_pending"),
+                "podsPending": promtext.total(m, "jobmirror_worker_pods_pending"),  # not bound yet, all workers
                 "reconciles": int(promtext.total(m, "jobmirror_sync_duration_seconds_count")),
                 "queueRetries": int(promtext.total(m, "jobmirror_runtime_queue_retries_total")),
                 "statusWritesOk": int(promtext.total(m, "jobmirror_status_writes_total", {"result": "ok"})),
