@@ -37,7 +37,7 @@ from enum import StrEnum
 
 from jobapi.objects import annotations_of
 from kruntime.client import ApiError, ClusterClient
-from kruntime.informer import ObjectCache
+from kruntime.informer import ObjectCache, paced
 from kruntime.resources import Obj, split_key
 from mirror import metrics
 from mirror.identity import labels_of_copy, manager_key_of
@@ -240,7 +240,8 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
         copies = w.copies(kind)
         memory.forget_gone(w.name, {str(c["metadata"].get("uid")) for c in copies})
         todo[w.name] = {}
-        for remote in copies:
+        # paced: 20,000 copies judged in one go held the loop (the Lease, the probes) for 0.2 s
+        async for remote in paced(copies):
             try:
                 if r.candidate(w, remote, cache):
                     todo[w.name][_copy_key(remote)] = remote

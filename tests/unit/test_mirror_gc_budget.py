@@ -78,3 +78,25 @@ async def test_a_copy_naming_another_namespaces_job_is_never_collected_or_read()
 ])
 def test_a_standing_condition_is_evented_once_per_reason(previous: str | None, message: str, event: bool) -> None:
     assert says_something_new(previous, message) is event
+
+
+async def test_a_round_over_many_copies_lets_the_loop_run() -> None:
+    """The Lease and the probes share the loop: judging a worker's copies yields while it goes."""
+    import asyncio
+
+    manager, worker, cache = _setup(5000, 0, 0)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    before = ticks
+    assert await collect_once(manager, [worker], ORIGIN, JOB_KIND, CLUSTER, cache=cache) == 0  # type: ignore[arg-type, list-item]
+    during = ticks - before
+    task.cancel()
+    assert during >= 4  # 5,000 copies, a turn of the loop every 1,000
