@@ -235,18 +235,20 @@ async def collect_once(manager: ClusterClient, workers: list[WorkerCluster], ori
     healthy = [w for w in workers if w.healthy]  # the others are retried next round
     r = _Round(manager, kind, origin, manager_cluster, frozenset(w.name for w in workers), memory,
                unproven=dict.fromkeys((w.name for w in healthy), 0))
-    todo: dict[str, dict[str, Obj]] = {}
+    todo: dict[str, dict[str, Obj]] = {w.name: {} for w in healthy}
+    every: list[tuple[WorkerCluster, Obj]] = []
     for w in healthy:
         copies = w.copies(kind)
         memory.forget_gone(w.name, {str(c["metadata"].get("uid")) for c in copies})
-        todo[w.name] = {}
-        # paced: 20,000 copies judged in one go held the loop (the Lease, the probes) for 0.2 s
-        async for remote in paced(copies):
-            try:
-                if r.candidate(w, remote, cache):
-                    todo[w.name][_copy_key(remote)] = remote
-            except Exception as exc:  # one copy never stops the round
-                r.failed(w, remote, exc)
+        every += ((w, remote) for remote in copies)
+    # Paced over all workers' copies together: 20,000 copies of 50 workers (400 each) judged in one
+    # go held the loop (the Lease, the probes) for 0.2 s.
+    async for w, remote in paced(every):
+        try:
+            if r.candidate(w, remote, cache):
+                todo[w.name][_copy_key(remote)] = remote
+        except Exception as exc:  # one copy never stops the round
+            r.failed(w, remote, exc)
     shares = fair_shares({n: len(c) for n, c in todo.items()}, budget, first=memory.rounds)
     memory.rounds += 1
     deleted = 0

@@ -80,11 +80,15 @@ def test_a_standing_condition_is_evented_once_per_reason(previous: str | None, m
     assert says_something_new(previous, message) is event
 
 
+
 async def test_a_round_over_many_copies_lets_the_loop_run() -> None:
-    """The Lease and the probes share the loop: judging a worker's copies yields while it goes."""
+    """The Lease and the probes share the loop: judging the copies yields while it goes, counted
+    over every worker's together (a fleet is many workers of a few hundred copies each)."""
     import asyncio
 
-    manager, worker, cache = _setup(5000, 0, 0)
+    names = [f"w{i}" for i in range(10)]
+    live = {f"ns/j-{w}-{k}": manager_job(f"j-{w}-{k}", w) for w in names for k in range(500)}
+    workers = [FakeWorker(w, [worker_copy(f"j-{w}-{k}") for k in range(500)]) for w in names]
     ticks = 0
 
     async def ticker() -> None:
@@ -96,7 +100,7 @@ async def test_a_round_over_many_copies_lets_the_loop_run() -> None:
     task = asyncio.create_task(ticker())
     await asyncio.sleep(0)
     before = ticks
-    assert await collect_once(manager, [worker], ORIGIN, JOB_KIND, CLUSTER, cache=cache) == 0  # type: ignore[arg-type, list-item]
+    assert await collect_once(FakeManager(live), workers, ORIGIN, JOB_KIND, CLUSTER, cache=_Cache(live)) == 0  # type: ignore[arg-type]
     during = ticks - before
     task.cancel()
     assert during >= 4  # 5,000 copies, a turn of the loop every 1,000
