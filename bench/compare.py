@@ -30,6 +30,7 @@ import contextlib
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,12 +77,8 @@ class Contender:
     worker_qps: float | None = None  # None: the system's default
     worker_burst: int | None = None
     kueue: KueueSettings | None = None
-    #: jobmirror's workersConcurrency (None: its default, which is MIRROR_RECONCILERS)
-    reconcilers: int | None = None
-    #: jobmirror's placement (None: its default, RoomAware)
-    placement: str | None = None
-    #: jobmirror's statusBatchPeriod (None: its default, 1 s)
-    status_batch_period: float | None = None
+    #: jobmirror config keys set over its defaults (workersConcurrency, placement, statusBatchPeriod …)
+    config: Mapping[str, Any] = field(default_factory=dict)
 
 
 CONTENDERS: dict[str, Contender] = {c.key: c for c in (
@@ -90,15 +87,15 @@ CONTENDERS: dict[str, Contender] = {c.key: c for c in (
     Contender("jobmirror", "jobmirror", f"jobmirror defaults ({MIRROR_QPS:g}/{MIRROR_BURST})"),
     Contender("jobmirror-5qps", "jobmirror", "jobmirror, workers 5/10", worker_qps=5, worker_burst=10),
     # issue 38: passes in flight against the urgent lane's drain after a burst of completions
-    Contender("jobmirror-64", "jobmirror", "jobmirror, workersConcurrency 64", reconcilers=64),
-    Contender("jobmirror-128", "jobmirror", "jobmirror, workersConcurrency 128", reconcilers=128),
+    Contender("jobmirror-64", "jobmirror", "jobmirror, workersConcurrency 64", config={"workersConcurrency": 64}),
+    Contender("jobmirror-128", "jobmirror", "jobmirror, workersConcurrency 128", config={"workersConcurrency": 128}),
     # issue 38: what seeing the workers' room (their Node and Pod watches) costs per Job
     Contender("jobmirror-leastloaded", "jobmirror", "jobmirror, placement LeastLoaded (no room watches)",
-              placement="LeastLoaded"),
+              config={"placement": "LeastLoaded"}),
     # ... and what the running counters cost on top: a batch period longer than these Jobs' lives
     # leaves only the deciding conditions to mirror, the floor's status contract
     Contender("jobmirror-floor-contract", "jobmirror", "jobmirror, LeastLoaded, statusBatchPeriod 30 s "
-              "(no running counters for 1-s pods)", placement="LeastLoaded", status_batch_period=30.0),
+              "(no running counters for 1-s pods)", config={"placement": "LeastLoaded", "statusBatchPeriod": 30.0}),
     Contender("multikueue", "multikueue", f"MultiKueue v{versions.KUEUE_VERSION} shipped config",
               kueue=KueueSettings()),
     Contender("multikueue-equal", "multikueue", f"MultiKueue v{versions.KUEUE_VERSION}, manager {MIRROR_QPS:g}/"
@@ -209,12 +206,7 @@ async def start(c: Contender, bed: ClusterBed, clusters: dict[str, LocalCluster]
     if c.worker_qps is not None:
         for w in cfg["workers"]:
             w["qps"], w["burst"] = c.worker_qps, c.worker_burst
-    if c.reconcilers is not None:
-        cfg["workersConcurrency"] = c.reconcilers
-    if c.placement is not None:
-        cfg["placement"] = c.placement
-    if c.status_batch_period is not None:
-        cfg["statusBatchPeriod"] = c.status_batch_period
+    cfg.update(c.config)
     cfg_path = bed.workdir / f"{c.key}-{n}.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg))
     p = env.ControllerProcess(f"{c.key}-{n}", controller_argv(cfg_path, None), logs / f"{c.key}-{n}.log", port)

@@ -399,8 +399,7 @@ async def run_size(n: int, opts: MirrorOptions, bed: ClusterBed, clusters: dict[
         await sampler.stop()
         await scraper.stop()
         res["controllerMetricsTimeline"] = scraper.rows
-        res["queueDepthMax"] = max((row["queueDepth"] for row in scraper.rows if row.get("queueDepth") is not None),
-                                   default=None)
+        res["queueDepthMax"] = max((row["queueDepth"] for row in scraper.rows), default=None)
         res["loadAverage"]["end"] = load()
         res["loadAverage"]["max1mDuringRun"] = sampler.max_load()
         res["timedOut"] = not done

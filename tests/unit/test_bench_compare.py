@@ -278,3 +278,14 @@ def test_latencies_cannot_go_negative_when_a_watch_stream_lags() -> None:
     assert res["samples"]["dispatchWatch"] == [200.0, 400.0]
     assert res["samples"]["statusWatch"] == [0.0, 250.0]
     assert res["latencySeconds"]["statusPropagation"]["watchRaisedToZero"] == 1
+
+
+@pytest.mark.parametrize("key", [k for k, c in compare.CONTENDERS.items() if c.config])
+def test_a_contenders_config_is_what_jobmirror_reads(key: str) -> None:
+    from mirror.config import Config
+
+    c = compare.CONTENDERS[key]
+    # extra="forbid": a misspelt key fails here instead of in a benchmark's controller
+    cfg = Config.model_validate({"workers": [{"name": "w1", "kubeconfig": "/k"}], **c.config})
+    dumped = cfg.model_dump(by_alias=True, mode="json")
+    assert {alias: dumped[alias] for alias in c.config} == dict(c.config)
