@@ -343,15 +343,19 @@ def build_kueue(kueue_version: str = versions.KUEUE_VERSION, *, worker_limits_pa
     return dest / "kueue"
 
 
+def _module_source(module: str, version: str) -> Path:
+    """The read-only module-cache directory of ``module`` at ``version`` (downloaded once)."""
+    versions.cache_root().mkdir(parents=True, exist_ok=True)
+    out = subprocess.run(["go", "mod", "download", "-json", f"{module}@v{version}"],
+                         check=False, capture_output=True, text=True, env=_go_env(), cwd=versions.cache_root())
+    if out.returncode != 0:
+        raise BuildError(f"go mod download {module}@v{version} failed:\n{out.stdout}{out.stderr}")
+    return Path(json.loads(out.stdout)["Dir"])
+
+
 def kueue_source(kueue_version: str = versions.KUEUE_VERSION) -> Path:
     """The read-only module-cache directory of Kueue (its CRDs are applied from here)."""
-    out = subprocess.run(
-        ["go", "mod", "download", "-json", f"sigs.k8s.io/kueue@v{kueue_version}"],
-        check=False, capture_output=True, text=True, env=_go_env(), cwd=versions.cache_root(),
-    )
-    if out.returncode != 0:
-        raise BuildError(f"go mod download sigs.k8s.io/kueue@v{kueue_version} failed:\n{out.stdout}{out.stderr}")
-    return Path(json.loads(out.stdout)["Dir"])
+    return _module_source("sigs.k8s.io/kueue", kueue_version)
 
 
 #: environment variables the patched Kueue reads for its worker clients (unset: client-go's 5/10)
@@ -432,12 +436,7 @@ def _build_kueue_locked(kueue_version: str, flavour: str, dest: Path, worker_lim
 
 def jobset_source(jobset_version: str = versions.JOBSET_VERSION) -> Path:
     """The read-only module-cache directory of JobSet (its CRD and webhook manifests are read from here)."""
-    versions.cache_root().mkdir(parents=True, exist_ok=True)
-    out = subprocess.run(["go", "mod", "download", "-json", f"sigs.k8s.io/jobset@v{jobset_version}"],
-                         check=False, capture_output=True, text=True, env=_go_env(), cwd=versions.cache_root())
-    if out.returncode != 0:
-        raise BuildError(f"go mod download sigs.k8s.io/jobset@v{jobset_version} failed:\n{out.stdout}{out.stderr}")
-    return Path(json.loads(out.stdout)["Dir"])
+    return _module_source("sigs.k8s.io/jobset", jobset_version)
 
 
 def build_jobset(jobset_version: str = versions.JOBSET_VERSION) -> Path:
