@@ -64,8 +64,7 @@ async def _place(a: Acting, action: Action, g: Group) -> Group | Done:
         return replace(g, job=job)
     # A Job waiting in line has no timer: the placer wakes the first in each worker's line
     # every few seconds and the next few when room appears there (Placer.recheck).
-    uid = job["metadata"]["uid"]
-    return Done(a.places.recheck(uid, a.recalled(uid).held_until))
+    return Done(a.places.recheck(job["metadata"]["uid"]))
 
 
 async def _ensure_finalizer(a: Acting, action: Action, g: Group) -> Group | Done:

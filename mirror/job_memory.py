@@ -39,8 +39,6 @@ class JobMemory:
     waiting_said: bool = False
     #: told its headOfLineHold ended (once per wait)
     hold_ended_said: bool = False
-    #: when it waits only because earlier Jobs hold workers with room: when the first hold lapses (monotonic)
-    held_until: float | None = None
     #: workers whose copy made no progress past a phase's deadline, with the phase and cause (worker events)
     stuck: dict[str, Stuck] = field(default_factory=dict)
     #: the findings that moved it for being stuck, oldest first (mirror.progress.decide_move bounds them)

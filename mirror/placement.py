@@ -60,7 +60,7 @@ class WaitingForRoom(NoWorker):
         super().__init__(message)
         self.could = could
         #: when it waits only because Jobs ahead of it hold workers with room: the clock time the
-        #: first of those holds lapses (look again then); None when it waits for room itself
+        #: first of those holds lapses (the placer's sweep wakes it then); None when it waits for room itself
         self.held_until = held_until
 
 

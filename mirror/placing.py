@@ -61,7 +61,6 @@ def say_not_placed(a: Acting, job: Obj, exc: NoWorker) -> None:
     uid, message = job["metadata"]["uid"], f"cannot dispatch: {exc}"
     memory = a.remember_about(uid)
     if isinstance(exc, WaitingForRoom | WaitingForQuota):
-        memory.held_until = exc.held_until if isinstance(exc, WaitingForRoom) else None
         if not memory.waiting_said:
             memory.waiting_said = True
             a.recorder.event(job, WAITING_FOR_ROOM.type, exc.reason, f"waits in the manager: {exc}; it is "
@@ -78,7 +77,7 @@ def say_not_placed(a: Acting, job: Obj, exc: NoWorker) -> None:
 def clear_wait(a: Acting, uid: str) -> None:
     """The Job is placed: a later wait is told afresh (its events are once per wait)."""
     memory = a.recalled(uid)
-    memory.no_worker_said, memory.waiting_said, memory.hold_ended_said, memory.held_until = None, False, False, None
+    memory.no_worker_said, memory.waiting_said, memory.hold_ended_said = None, False, False
 
 
 def _say_unknown_priority(a: Acting, job: Obj) -> None:

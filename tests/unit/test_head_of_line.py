@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+import time
 from typing import Any
 
 import pytest
@@ -215,18 +216,12 @@ def test_a_job_that_waits_for_room_itself_gives_no_hold_lapse() -> None:
     assert wait.value.held_until is None
 
 
-@pytest.mark.parametrize(("in_line", "held_until", "now", "after"), [
-    (True, None, 0.0, None),  # waiting in line: no timer of its own (the placer's sweep and wakes)
-    (False, None, 0.0, 30.0),  # in no line (pin, selector, never fits): at the resync
-    (True, 120.0, 110.0, 10.0),  # held: looked at again the moment the hold lapses
-    (True, 120.0, 119.0, 1.0),
-    (True, 120.0, 130.0, 0.05),  # lapsed already: at once (never a negative delay)
-    (True, 500.0, 0.0, 500.0),  # however far off: nothing else would look at it then
+@pytest.mark.parametrize(("in_line", "after"), [
+    (True, None),  # waiting in line, held or not: no timer of its own (the placer's sweep and wakes)
+    (False, 30.0),  # in no line (pin, selector, never fits): at the resync
 ])
-def test_a_job_in_line_has_no_timer_unless_held_where_it_has_room(in_line: bool, held_until: float | None,
-                                                                   now: float, after: float | None) -> None:
-    got = recheck_after(in_line, held_until, now, 30.0)
-    assert got == (None if after is None else pytest.approx(after))
+def test_a_job_in_line_has_no_timer(in_line: bool, after: float | None) -> None:
+    assert recheck_after(in_line, 30.0) == after
 
 
 # -- whole passes ---------------------------------------------------------------------------------
@@ -255,8 +250,15 @@ async def test_the_head_stops_holding_after_the_bound_says_so_once_and_is_placed
         await f.create(job("small", namespace="ns-b", requests={"cpu": "500m", GPU: "1"}))  # fits now, on worker-2
         after = await f.sync("small", "ns-b")
         assert ANNOTATION_CLUSTER not in (f.job("small", "ns-b") or {})["metadata"]["annotations"]
-        assert after is not None and after < 0.5  # looked at again when the hold lapses, not at the resync
-        await asyncio.sleep(after + 0.05)
+        assert after is None  # no timer: the placer's sweep wakes it once the hold lapsed
+        woken: list[str] = []
+        f.reconciler.places.wake = lambda keys: woken.extend(k.key for k in keys)
+        f.reconciler.places.wake_waiting()
+        assert woken == ["ns-a/big"]  # the hold has not lapsed: the first in line alone
+        await asyncio.sleep(0.55)
+        woken.clear()
+        f.reconciler.places.wake_waiting()
+        assert woken == ["ns-a/big", "ns-b/small"]
         await f.sync("small", "ns-b")
         assert (f.job("small", "ns-b") or {})["metadata"]["annotations"][ANNOTATION_CLUSTER] == "worker-2"
         await f.sync("big", "ns-a")
@@ -296,3 +298,34 @@ async def test_a_waiting_job_that_turns_never_fits_leaves_the_line() -> None:
         await f.sync("ported", "ns-a")
         assert "NoWorkerFits" in [r for r, _ in f.events("ported", "ns-a")]
         assert f.reconciler.places.waiting == {}
+
+
+async def test_jobs_held_by_one_head_are_woken_at_its_lapse_only_as_many_as_the_worker_has_pod_slots_for() -> None:
+    """Thirty Jobs held where they had room by one head share its lapse: the sweep wakes the
+    best-ranked of them, as many as the worker has free pod slots (11), not all thirty at once
+    (at 10,000 Jobs their timers put 4,900 passes in the queue in the same second); once."""
+    nodes = {"worker-1": [fleet_node("a1", "4", {"pods": "12"})]}
+    async with fake_fleet(("worker-1",), nodes=nodes) as f:
+        kubelet = f.workers["worker-1"].client("kubelet")
+        await kubelet.create(PODS, "default", {"metadata": {"name": "hog"}, "spec": {"nodeName": "a1", "containers": [
+            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "3"}}}]}, "status": {"phase": "Running"}})
+        await f.settle()
+        await f.create(job("big", namespace="ns-a", requests={"cpu": "4"}))  # fits a1 once the hog ends
+        await f.sync("big", "ns-a")
+        await asyncio.sleep(1.05)  # creationTimestamp has whole seconds: the small ones are later
+        smalls = [f"small-{i:02d}" for i in range(30)]
+        for name in smalls:
+            await f.create(job(name, namespace="ns-b", requests={"cpu": "100m"}))
+            assert await f.sync(name, "ns-b") is None  # held: no timer of its own
+        places = f.reconciler.places
+        assert len(places.waiting) == 31
+        line = [e.key for e in places.queue()]
+        assert line[0] == "ns-a/big" and sorted(line[1:]) == [f"ns-b/{n}" for n in smalls]
+        woken: list[str] = []
+        places.wake = lambda keys: woken.extend(k.key for k in keys)
+        places.clock = lambda: time.monotonic() + 121
+        places.wake_waiting()
+        assert woken == line[:12]  # the first in line, then 11 held: 12 pod slots, the hog has one
+        woken.clear()
+        places.wake_waiting()
+        assert woken == ["ns-a/big"]  # the lapse woke them once; the first in line is the sweep's as always
