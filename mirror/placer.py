@@ -152,8 +152,9 @@ class Placer:
         self._kind_of: dict[str, str] = {}
         #: per worker, when the Jobs behind its first were last woken because the first could not use its room
         self._passed_on: dict[str, float] = {}
-        #: per second a hold lapses (rounded up), the Jobs it held, per worker where they had room then
-        self._held: dict[int, dict[str, set[str]]] = {}
+        #: per second a hold lapses (rounded up), per worker, the Jobs it held there with their pod
+        #: shape and how many pods they start at once
+        self._held: dict[int, dict[str, dict[str, tuple[PodShape | None, int]]]] = {}
         self.running = RunningWork()
         self._capacity: tuple[float, dict[str, int]] = (-CAPACITY_TTL, {})
         self._access: access.Access = ({w.name: w.access for w in cfg.workers}
@@ -302,7 +303,7 @@ class Placer:
                 if wait.held_until is not None and wait.held_until < math.inf:
                     held = self._held.setdefault(math.ceil(wait.held_until), {})
                     for w in wait.could:
-                        held.setdefault(w, set()).add(uid)
+                        held.setdefault(w, {})[uid] = (pod, want)
                 self._pass_on(uid, wait.could, now)
                 raise
             except NoWorkerFits:
@@ -609,28 +610,31 @@ class Placer:
 
     def _lapsed(self) -> list[str]:
         """Jobs held by a Job ahead on workers where they had room, whose hold has lapsed: the
-        best-ranked first, and per worker only as many as it has free pod slots for (at least
-        BEHIND_WAKES; placing them wakes the rest in turn). Not a timer each: the Jobs a burst's head
-        held share its lapse, and at 10,000 Jobs 4,900 passes woke in the same second, 30 s of queue
-        ahead of every status pass (results/mirror-10000-room-wake.json, t = 257 s)."""
+        best-ranked first, per worker only as many as the room there takes now (counted in pods of
+        the best-ranked one's shape); if that room is taken, placing them wakes the first in line,
+        and a first that cannot use what is left wakes those behind. Not a timer each: the Jobs a
+        burst's head held share its lapse, and at 10,000 Jobs 4,900 passes woke in the same second
+        (results/mirror-10000-room-wake.json, t = 257 s)."""
         now = self.clock()
-        due: dict[str, set[str]] = {}
+        due: dict[str, dict[str, tuple[PodShape | None, int]]] = {}
         for at in [at for at in self._held if at <= now]:
-            for w, uids in self._held.pop(at).items():
-                due.setdefault(w, set()).update(uids)
+            for w, held in self._held.pop(at).items():
+                due.setdefault(w, {}).update(held)
         out: list[str] = []
-        for w, uids in sorted(due.items()):
-            held = sorted((u for u in uids if u in self.waiting and u not in out),
-                          key=lambda u: self.waiting.rank(u, now))
-            out += held[:max(BEHIND_WAKES, self._free_pods(w))]
+        for w, held in sorted(due.items()):
+            ranked = sorted((u for u in held if u in self.waiting and u not in out),
+                            key=lambda u: self.waiting.rank(u, now))
+            if ranked:
+                out += ranked[:self._jobs_fitting(w, *held[ranked[0]], len(ranked))]
         return out
 
-    def _free_pods(self, worker: str) -> int:
-        """Free pod slots on the worker's ready, schedulable nodes (0 without a synced room view)."""
+    def _jobs_fitting(self, worker: str, shape: PodShape | None, want: int, most: int) -> int:
+        """How many Jobs of ``want`` pods of ``shape`` the worker's room takes now, up to ``most``
+        (BEHIND_WAKES where its room or the shape is not known)."""
         room = self.rooms.get(worker)
-        if room is None or not room.synced:
-            return 0
-        return sum(max(n.free(PODS), 0) for n in room.rooms() if n.ready and not n.cordoned)
+        if shape is None or room is None or not room.synced or not room.nodes.cache:
+            return BEHIND_WAKES
+        return room.fit(shape, want * most).now // max(want, 1)
 
     def _wake(self, uids: list[str]) -> None:
         if self.wake is not None and uids:

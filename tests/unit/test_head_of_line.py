@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from kruntime.resources import PODS, Obj
+from mirror.jobs.kind import JOB_KIND
 from mirror.naming import ANNOTATION_CLUSTER
 from mirror.placement import WaitingForRoom, WorkerView, narrow_by_room
 from mirror.placer import recheck_after
@@ -300,10 +301,11 @@ async def test_a_waiting_job_that_turns_never_fits_leaves_the_line() -> None:
         assert f.reconciler.places.waiting == {}
 
 
-async def test_jobs_held_by_one_head_are_woken_at_its_lapse_only_as_many_as_the_worker_has_pod_slots_for() -> None:
+async def test_jobs_held_by_one_head_are_woken_at_its_lapse_only_as_many_as_the_room_takes() -> None:
     """Thirty Jobs held where they had room by one head share its lapse: the sweep wakes the
-    best-ranked of them, as many as the worker has free pod slots (11), not all thirty at once
-    (at 10,000 Jobs their timers put 4,900 passes in the queue in the same second); once."""
+    best-ranked of them, as many as the worker's room takes now (10 of 100m in the 1 cpu left; 11
+    pod slots), not all thirty at once (at 10,000 Jobs their timers put 4,900 passes in the queue in
+    the same second); once. With the room taken meanwhile, none."""
     nodes = {"worker-1": [fleet_node("a1", "4", {"pods": "12"})]}
     async with fake_fleet(("worker-1",), nodes=nodes) as f:
         kubelet = f.workers["worker-1"].client("kubelet")
@@ -325,7 +327,13 @@ async def test_jobs_held_by_one_head_are_woken_at_its_lapse_only_as_many_as_the_
         places.wake = lambda keys: woken.extend(k.key for k in keys)
         places.clock = lambda: time.monotonic() + 121
         places.wake_waiting()
-        assert woken == line[:12]  # the first in line, then 11 held: 12 pod slots, the hog has one
+        assert woken == line[:11]  # the first in line, then as many held as the room takes: 1 cpu of 100m pods
         woken.clear()
         places.wake_waiting()
         assert woken == ["ns-a/big"]  # the lapse woke them once; the first in line is the sweep's as always
+        shape, want = places.pod_shape(JOB_KIND, job("probe", namespace="ns-b", requests={"cpu": "100m"}))
+        assert places._jobs_fitting("worker-1", shape, want, 30) == 10
+        await kubelet.create(PODS, "default", {"metadata": {"name": "hog-2"}, "spec": {"nodeName": "a1", "containers": [
+            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}, "status": {"phase": "Running"}})
+        await f.settle()
+        assert places._jobs_fitting("worker-1", shape, want, 30) == 0  # room taken meanwhile: none would be woken
