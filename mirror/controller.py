@@ -165,13 +165,13 @@ class MirrorController:
                 w, kind, informer, mirrored, unschedulable_timeout=self.cfg.unschedulable_timeout,
                 on_stuck=self._stuck_handler(kind), progress=self.cfg.progress)
 
-    def _wake(self, keys: list[QueueKey]) -> None:
+    def _wake(self, keys: list[QueueKey], *, urgent: bool = True) -> None:
         # Ahead of the queue: behind a burst of new Jobs (each of whose first pass only joins the
         # line) an ordinary add kept the head of line from the room it was woken for until the
         # whole backlog had drained, 30-63 s with every worker near empty (10,000-Job runs).
         for key in keys:
             if key.kind in self.kinds:
-                self.queue.add(key, urgent=True, why="room")
+                self.queue.add(key, urgent=urgent, why="room" if urgent else "hold-lapsed")
 
     def _room_appeared(self, worker: str) -> None:
         """A bound pod left ``worker`` or one of its nodes changed: the Jobs first in line for it look again."""

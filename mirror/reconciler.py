@@ -89,7 +89,7 @@ class Reconciler:
             wake = self.wake
             self.placer = Placer(self.cfg, self.workers, self.policy, rooms=self.rooms,
                                  namespace_labels=self.namespace_labels, clock=self.clock,
-                                 wake=None if wake is None else lambda keys: wake([k.key for k in keys]))
+                                 wake=None if wake is None else lambda keys, urgent=True: wake([k.key for k in keys]))
         self.places: Placer = self.placer
         #: per manager uid, what passes remember about it: dropped whole when the Job is handled
         #: to the end or leaves the cache (forget); the LRU bound caps what a missed drop can leak

@@ -253,7 +253,7 @@ async def test_the_head_stops_holding_after_the_bound_says_so_once_and_is_placed
         assert ANNOTATION_CLUSTER not in (f.job("small", "ns-b") or {})["metadata"]["annotations"]
         assert after is None  # no timer: the placer's sweep wakes it once the hold lapsed
         woken: list[str] = []
-        f.reconciler.places.wake = lambda keys: woken.extend(k.key for k in keys)
+        f.reconciler.places.wake = lambda keys, urgent=True: woken.extend(k.key for k in keys)
         f.reconciler.places.wake_waiting()
         assert woken == ["ns-a/big"]  # the hold has not lapsed: the first in line alone
         await asyncio.sleep(0.55)
@@ -324,7 +324,7 @@ async def test_jobs_held_by_one_head_are_woken_at_its_lapse_only_as_many_as_the_
         line = [e.key for e in places.queue()]
         assert line[0] == "ns-a/big" and sorted(line[1:]) == [f"ns-b/{n}" for n in smalls]
         woken: list[str] = []
-        places.wake = lambda keys: woken.extend(k.key for k in keys)
+        places.wake = lambda keys, urgent=True: woken.extend(k.key for k in keys)
         places.clock = lambda: time.monotonic() + 121
         places.wake_waiting()
         assert woken == line[:11]  # the first in line, then as many held as the room takes: 1 cpu of 100m pods

@@ -221,7 +221,7 @@ async def test_a_pin_still_wins() -> None:
 async def test_a_job_waits_for_room_and_is_placed_when_it_appears_before_later_jobs() -> None:
     async with fake_fleet(nodes=NODES) as f:
         woken: list[str] = []  # what the controller would put on its queue at once
-        f.reconciler.places.wake = lambda keys: woken.extend(k.key for k in keys)
+        f.reconciler.places.wake = lambda keys, urgent=True: woken.extend(k.key for k in keys)
         for room in f.reconciler.rooms.values():
             room.on_room = f.reconciler.places.room_freed  # as the controller wires it
         kubelet = await hog_on_b1(f, cpu="7")

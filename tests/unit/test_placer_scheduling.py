@@ -153,7 +153,7 @@ async def test_a_job_over_its_tenants_quota_waits_and_is_placed_when_a_job_of_it
     nodes = {"worker-1": [node("n1", "8")]}  # room for all: only the quota keeps them waiting
     async with fake_fleet(("worker-1",), nodes=nodes, scheduling=QUOTA) as f:
         woken: list[str] = []
-        f.reconciler.places.wake = lambda keys: woken.extend(k.key for k in keys)
+        f.reconciler.places.wake = lambda keys, urgent=True: woken.extend(k.key for k in keys)
         await submit(f, one_cpu("a0", "team-a"), one_cpu("a1", "team-a-dev"), one_cpu("a2", "team-a"),
                      one_cpu("b0", "team-b"))
         assert worker_of(f, "a0", "team-a") == worker_of(f, "a1", "team-a-dev") == "worker-1"
@@ -264,7 +264,7 @@ async def test_no_waiting_job_has_a_timer_the_placer_wakes_the_first_and_those_b
     quota = {"tenants": [{"name": "team-q", "namespaces": ["team-q"], "quota": {"jobs": 1}}]}
     async with fake_fleet(("worker-1",), nodes=ONE_WORKER, scheduling=quota) as f:
         woken: list[str] = []
-        f.reconciler.places.wake = lambda keys: woken.extend(k.key for k in keys)
+        f.reconciler.places.wake = lambda keys, urgent=True: woken.extend(k.key for k in keys)
         await submit(f, one_cpu("a0", "team-a"), one_cpu("q0", "team-q"))  # the worker's 2 cpu taken
         big = job("big", namespace="team-c", requests={"cpu": "2"})
         waiting = [big, *(one_cpu(f"{t}{i}", f"team-{t}") for i in range(1, 7) for t in "ab"), one_cpu("q1", "team-q")]
