@@ -323,14 +323,15 @@ async def test_jobs_held_by_one_head_are_woken_at_its_lapse_only_as_many_as_the_
         assert len(places.waiting) == 31
         line = [e.key for e in places.queue()]
         assert line[0] == "ns-a/big" and sorted(line[1:]) == [f"ns-b/{n}" for n in smalls]
-        woken: list[str] = []
-        places.wake = lambda keys, urgent=True: woken.extend(k.key for k in keys)
+        calls: list[tuple[bool, list[str]]] = []
+        places.wake = lambda keys, urgent=True: calls.append((urgent, [k.key for k in keys]))
         places.clock = lambda: time.monotonic() + 121
         places.wake_waiting()
-        assert woken == line[:11]  # the first in line, then as many held as the room takes: 1 cpu of 100m pods
-        woken.clear()
+        # the first in line ahead of the queue; then, in turn, as many held as the room takes (1 cpu of 100m pods)
+        assert calls == [(True, line[:1]), (False, line[1:11])]
+        calls.clear()
         places.wake_waiting()
-        assert woken == ["ns-a/big"]  # the lapse woke them once; the first in line is the sweep's as always
+        assert calls == [(True, ["ns-a/big"])]  # the lapse woke them once; the first in line is the sweep's as always
         shape, want = places.pod_shape(JOB_KIND, job("probe", namespace="ns-b", requests={"cpu": "100m"}))
         assert places._jobs_fitting("worker-1", shape, want, 30) == 10
         await kubelet.create(PODS, "default", {"metadata": {"name": "hog-2"}, "spec": {"nodeName": "a1", "containers": [
