@@ -8,7 +8,7 @@ import pytest
 
 from kruntime import metrics
 from kruntime.ratelimit import TokenBucket, exponential_backoff
-from kruntime.workqueue import ShutDown, WorkQueue
+from kruntime.workqueue import URGENT_STREAK, ShutDown, WorkQueue
 
 
 @pytest.mark.parametrize(
@@ -148,6 +148,28 @@ async def test_urgent_keys_are_served_first_even_if_already_queued() -> None:
     for k in got:
         q.done(k)
     assert q.idle() and len(q) == 0
+
+
+async def test_urgent_keys_never_starve_the_others() -> None:
+    """A flood of urgent keys (a wave of copies finishing) leaves every URGENT_STREAK+1-th turn to the
+    ordinary ones (the dispatches): at 10,000 Jobs strict priority left no copy made for 4 s."""
+    q: WorkQueue[str] = WorkQueue("t")
+    for k in ("n1", "n2", "n3"):
+        q.add(k)
+    for i in range(1, 11):
+        q.add(f"u{i}", urgent=True)
+    got = []
+    for _ in range(13):
+        got.append(await q.get())
+        q.done(got[-1])
+    assert URGENT_STREAK == 4
+    assert got == ["u1", "u2", "u3", "u4", "n1", "u5", "u6", "u7", "u8", "n2", "u9", "u10", "n3"]
+    more = [f"u{i}" for i in range(11, 17)]
+    for k in more:  # no ordinary key waits: urgent ones go on back to back
+        q.add(k, urgent=True)
+    for k in more:
+        assert await q.get() == k
+        q.done(k)
 
 
 async def test_urgent_add_while_processing_requeues_ahead_after_done() -> None:
