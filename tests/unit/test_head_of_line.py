@@ -25,7 +25,8 @@ from mirror.room.fit import WorkerFit, worker_fit
 from mirror.room.requests import shape_of_template
 from mirror.room.view import is_daemon_pod, rooms_of
 from mirror.scheduling.line import Waiting, WaitingLine, heads, hold_lapses_at, holds
-from testkit.fakefleet import fake_fleet, job
+from testkit.fakecluster import FakeClusterClient
+from testkit.fakefleet import FakeFleet, fake_fleet, job
 
 # -- never fits: what DaemonSet pods hold ---------------------------------------------------------
 
@@ -239,15 +240,26 @@ def fleet_node(name: str, cpu: str, extra: dict[str, str] | None = None) -> Obj:
 NODES = {"worker-1": [fleet_node("a1", "2")], "worker-2": [fleet_node("b1", "8", {GPU: "4"})]}
 
 
+def running_pod(name: str, node: str, cpu: str) -> Obj:
+    return {"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [
+        {"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}, "status": {"phase": "Running"}}
+
+
+async def a_head_waiting_behind_a_hog(f: FakeFleet, worker: str, node: str, cpu: str) -> FakeClusterClient:
+    """A pod taking ``cpu`` of ``node``, then Job ``ns-a/big`` of 4 cpu waiting first in line for
+    room; returns the worker's kubelet client. Jobs created after it get a later creationTimestamp."""
+    kubelet = f.workers[worker].client("kubelet")
+    await kubelet.create(PODS, "default", running_pod("hog", node, cpu))
+    await f.settle()
+    await f.create(job("big", namespace="ns-a", requests={"cpu": "4"}))
+    await f.sync("big", "ns-a")
+    await asyncio.sleep(1.05)  # creationTimestamp has whole seconds: the next one is later
+    return kubelet
+
+
 async def test_the_head_stops_holding_after_the_bound_says_so_once_and_is_placed_when_room_appears() -> None:
     async with fake_fleet(nodes=NODES, headOfLineHold=1.5) as f:
-        kubelet = f.workers["worker-2"].client("kubelet")
-        await kubelet.create(PODS, "default", {"metadata": {"name": "hog"}, "spec": {"nodeName": "b1", "containers": [
-            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "7"}}}]}, "status": {"phase": "Running"}})
-        await f.settle()
-        await f.create(job("big", namespace="ns-a", requests={"cpu": "4"}))  # only b1 could ever hold it
-        await f.sync("big", "ns-a")
-        await asyncio.sleep(1.05)  # creationTimestamp has whole seconds: the next one is later
+        kubelet = await a_head_waiting_behind_a_hog(f, "worker-2", "b1", "7")  # only b1 could ever hold it
         await f.create(job("small", namespace="ns-b", requests={"cpu": "500m", GPU: "1"}))  # fits now, on worker-2
         after = await f.sync("small", "ns-b")
         assert ANNOTATION_CLUSTER not in (f.job("small", "ns-b") or {})["metadata"]["annotations"]
@@ -308,13 +320,7 @@ async def test_jobs_held_by_one_head_are_woken_at_its_lapse_only_as_many_as_the_
     the same second); once. With the room taken meanwhile, none."""
     nodes = {"worker-1": [fleet_node("a1", "4", {"pods": "12"})]}
     async with fake_fleet(("worker-1",), nodes=nodes) as f:
-        kubelet = f.workers["worker-1"].client("kubelet")
-        await kubelet.create(PODS, "default", {"metadata": {"name": "hog"}, "spec": {"nodeName": "a1", "containers": [
-            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "3"}}}]}, "status": {"phase": "Running"}})
-        await f.settle()
-        await f.create(job("big", namespace="ns-a", requests={"cpu": "4"}))  # fits a1 once the hog ends
-        await f.sync("big", "ns-a")
-        await asyncio.sleep(1.05)  # creationTimestamp has whole seconds: the small ones are later
+        kubelet = await a_head_waiting_behind_a_hog(f, "worker-1", "a1", "3")  # big fits a1 once the hog ends
         smalls = [f"small-{i:02d}" for i in range(30)]
         for name in smalls:
             await f.create(job(name, namespace="ns-b", requests={"cpu": "100m"}))
@@ -334,7 +340,6 @@ async def test_jobs_held_by_one_head_are_woken_at_its_lapse_only_as_many_as_the_
         assert calls == [(True, ["ns-a/big"])]  # the lapse woke them once; the first in line is the sweep's as always
         shape, want = places.pod_shape(JOB_KIND, job("probe", namespace="ns-b", requests={"cpu": "100m"}))
         assert places._jobs_fitting("worker-1", shape, want, 30) == 10
-        await kubelet.create(PODS, "default", {"metadata": {"name": "hog-2"}, "spec": {"nodeName": "a1", "containers": [
-            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}, "status": {"phase": "Running"}})
+        await kubelet.create(PODS, "default", running_pod("hog-2", "a1", "1"))
         await f.settle()
         assert places._jobs_fitting("worker-1", shape, want, 30) == 0  # room taken meanwhile: none would be woken
