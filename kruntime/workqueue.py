@@ -7,9 +7,10 @@ concurrent reconcile of one object). Failures re-queue the key after
 
 Keys added as ``urgent`` are served before the others, even if already queued: a
 controller uses it for work that finishes something (a mirrored status) so that a burst
-of new work does not hold it back behind thousands of keys. Not strictly: while ordinary
-keys wait, every URGENT_STREAK+1-th key handed out is one of them, so a flood of urgent
-work (a wave of copies finishing together) slows the rest but never stops it.
+of new work does not hold it back behind thousands of keys. Not with every slot: while
+ordinary keys wait, urgent ones take at most ``urgent_slots`` of the handler's concurrent
+passes (all but an eighth under :meth:`run_workers`), so a flood of urgent work (a wave of
+copies finishing together) slows the rest but never stops it.
 """
 
 from __future__ import annotations
@@ -27,11 +28,6 @@ from kruntime.ratelimit import exponential_backoff
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
-
-
-#: urgent keys handed out in a row while ordinary ones wait, before one of those: at 10,000 Jobs
-#: a wave of finished copies took every slot and no copy was made for 4 s (strict priority)
-URGENT_STREAK = 4
 
 
 class ShutDown(Exception):
@@ -52,8 +48,12 @@ class WorkQueue(Generic[K]):
         self._queue: deque[K] = deque()
         self._urgent: deque[K] = deque()
         self._urgent_keys: set[K] = set()
-        #: urgent keys handed out since the last ordinary one
-        self._streak = 0
+        #: keys being processed that were handed out as urgent, and how many of those there may be
+        #: while ordinary keys wait (None: no bound). At 10,000 Jobs a wave of finished copies held
+        #: every slot and no copy was made for 4 s; every fifth turn to the others instead cost the
+        #: 1000-Job status p99 0.9 s (docs/performance.md)
+        self._urgent_running: set[K] = set()
+        self.urgent_slots: int | None = None
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._failures: dict[K, int] = {}
@@ -163,6 +163,8 @@ class WorkQueue(Generic[K]):
             urgent = key in self._urgent_keys
             self._urgent_keys.discard(key)
             self._processing.add(key)
+            if urgent:
+                self._urgent_running.add(key)
             why, since = self._queued.pop(key, ("event", None))
             metrics.QUEUE_PASSES.labels(self.name, why).inc()
             if since is not None:
@@ -170,19 +172,19 @@ class WorkQueue(Generic[K]):
             return key
 
     def _pop(self) -> K | None:
-        """The next live key, urgent ones first but for every URGENT_STREAK+1-th; entries left
-        behind by an urgent re-add are skipped."""
-        lanes = (self._urgent, self._queue) if self._streak < URGENT_STREAK else (self._queue, self._urgent)
-        for q in lanes:
+        """The next live key, urgent ones first unless they hold ``urgent_slots`` passes already;
+        entries left behind by an urgent re-add are skipped."""
+        full = self.urgent_slots is not None and len(self._urgent_running) >= self.urgent_slots
+        for q in (self._queue, self._urgent) if full else (self._urgent, self._queue):
             while q:
                 key = q.popleft()
                 if key in self._dirty and key not in self._processing:
-                    self._streak = self._streak + 1 if q is self._urgent else 0
                     return key
         return None
 
     def done(self, key: K) -> None:
         self._processing.discard(key)
+        self._urgent_running.discard(key)
         if key in self._dirty:
             self._push(key, urgent=key in self._urgent_keys)
 
@@ -198,8 +200,11 @@ class WorkQueue(Generic[K]):
         """Run ``workers`` concurrent loops until shutdown.
 
         ``handler`` may return a delay in seconds to re-check the key later (a
-        deliberate requeue, not a failure). Exceptions re-queue with backoff.
+        deliberate requeue, not a failure). Exceptions re-queue with backoff. An eighth of the
+        loops (at least one) is kept from urgent keys while ordinary ones wait.
         """
+        if self.urgent_slots is None and workers > 1:
+            self.urgent_slots = workers - max(1, workers // 8)
 
         async def loop() -> None:
             while True:

@@ -8,7 +8,7 @@ import pytest
 
 from kruntime import metrics
 from kruntime.ratelimit import TokenBucket, exponential_backoff
-from kruntime.workqueue import URGENT_STREAK, ShutDown, WorkQueue
+from kruntime.workqueue import ShutDown, WorkQueue
 
 
 @pytest.mark.parametrize(
@@ -150,26 +150,37 @@ async def test_urgent_keys_are_served_first_even_if_already_queued() -> None:
     assert q.idle() and len(q) == 0
 
 
-async def test_urgent_keys_never_starve_the_others() -> None:
-    """A flood of urgent keys (a wave of copies finishing) leaves every URGENT_STREAK+1-th turn to the
-    ordinary ones (the dispatches): at 10,000 Jobs strict priority left no copy made for 4 s."""
+async def test_urgent_keys_never_take_the_last_slots_while_others_wait() -> None:
+    """A flood of urgent keys (a wave of copies finishing) holds at most ``urgent_slots`` passes
+    while ordinary keys (the dispatches) wait: at 10,000 Jobs strict priority took all 32 and no
+    copy was made for 4 s. With no ordinary key waiting they take any slot."""
     q: WorkQueue[str] = WorkQueue("t")
-    for k in ("n1", "n2", "n3"):
-        q.add(k)
-    for i in range(1, 11):
+    q.urgent_slots = 2
+    q.add("n1")
+    q.add("n2")
+    for i in range(1, 6):
         q.add(f"u{i}", urgent=True)
-    got = []
-    for _ in range(13):
-        got.append(await q.get())
-        q.done(got[-1])
-    assert URGENT_STREAK == 4
-    assert got == ["u1", "u2", "u3", "u4", "n1", "u5", "u6", "u7", "u8", "n2", "u9", "u10", "n3"]
-    more = [f"u{i}" for i in range(11, 17)]
-    for k in more:  # no ordinary key waits: urgent ones go on back to back
-        q.add(k, urgent=True)
-    for k in more:
-        assert await q.get() == k
+    assert [await q.get(), await q.get()] == ["u1", "u2"]
+    assert await q.get() == "n1"  # two urgent passes running: the next slot goes to the others
+    assert await q.get() == "n2"
+    assert await q.get() == "u3"  # no ordinary key waits: urgent ones take any slot
+    q.done("u1")
+    q.done("n1")
+    assert await q.get() == "u4"
+    for k in ("u2", "n2", "u3", "u4"):
         q.done(k)
+    assert await q.get() == "u5"
+    q.done("u5")
+    assert q.idle()
+
+
+async def test_run_workers_keeps_an_eighth_of_its_loops_from_urgent_keys() -> None:
+    q: WorkQueue[str] = WorkQueue("t")
+    task = asyncio.get_running_loop().create_task(q.run_workers(32, lambda k: asyncio.sleep(0, None)))
+    await asyncio.sleep(0)
+    assert q.urgent_slots == 28
+    await q.shutdown()
+    await task
 
 
 async def test_urgent_add_while_processing_requeues_ahead_after_done() -> None:
