@@ -587,8 +587,7 @@ class Placer:
             if self.waiting.first(w, now) == uid and self._has_room(w):
                 self._passed_on[w] = now
                 behind += [u for u in self.waiting.best(w, now, BEHIND_WAKES + 1) if u != uid and u not in behind]
-        if behind:
-            self.wake([QueueKey(self._kind_of.get(u, ""), self.waiting[u].key) for u in behind])
+        self._wake(behind)
 
     def _has_room(self, worker: str) -> bool:
         """Whether a node of the worker shows free cpu and a free pod slot (a hint: each woken Job's fit decides)."""
