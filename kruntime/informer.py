@@ -56,17 +56,19 @@ async def paced(items: Iterable[T]) -> AsyncIterator[T]:
             await asyncio.sleep(0)
 
 
-#: relists that may work at once, per event loop (kruntime.informer.relist_slots)
-RELIST_SLOTS = 4
+#: relists that may work at once, per event loop (kruntime.informer.relist_slots); 2 against 4 took
+#: bench fleet's start and failover lag p99 from ~0.09 s to 0.04-0.08 s (results/fleet-relist-ab.json)
+RELIST_SLOTS = 2
 _slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
 
 def relist_slots() -> asyncio.Semaphore:
-    """Held by a relist for each page's records (and a turn of the loop after) and for its comparison
-    and events. Each relist yields between pages and every _YIELD_EVERY objects, but fifty at once (a
-    fleet's pods at start or failover) put fifty pages' work between two turns of every timer: the
-    Lease and the probes waited seconds (bench fleet, 50 workers x 20,000 pods). With a few slots a
-    timer waits for a few pages at most. Not held while a page is fetched: a slow worker holds none."""
+    """Held by a relist while a page's body is decoded, for its records (and a turn of the loop
+    after) and for its comparison and events. Each relist yields between pages and every
+    _YIELD_EVERY objects, but fifty at once (a fleet's pods at start or failover) put fifty pages'
+    work between two turns of every timer: the Lease and the probes waited seconds (bench fleet, 50
+    workers x 20,000 pods). With a few slots a timer waits for a few pages at most. Not held while a
+    page is fetched: a slow worker holds none."""
     loop = asyncio.get_running_loop()
     slots = _slots.get(loop)
     if slots is None:
@@ -178,7 +180,8 @@ class RecordInformer(Generic[R]):
         slots = relist_slots()
         async for page, page_rv in self.client.list_pages(self.resource, self.namespace,
                                                           label_selector=self.label_selector,
-                                                          field_selector=self.field_selector):
+                                                          field_selector=self.field_selector,
+                                                          decode_slots=slots):
             rv = page_rv
             async with slots:  # taken once the page is here: a slow worker's fetch holds no slot
                 fresh.update((key_of(o), self.transform(o)) for o in page if self.keep(o))
