@@ -219,15 +219,20 @@ class _NodeLoad:
                         frozenset(p for p, n in self.daemon_ports.items() if n > 0)))
 
     def add(self, pod: SlimPod, sign: int) -> None:
-        requests = {r: sign * v for r, v in pod.requests}
-        ports = {HostPort(proto, port, ip): sign for proto, port, ip in pod.ports}
-        self.requested.update(requests)
+        # Item by item, not Counter.update: this runs for each of a fleet's million pods at a
+        # relist, and update's checks were most of its time (1.8 us a pod here, against 0.5).
+        requested, ports = self.requested, self.ports
+        for r, v in pod.requests:
+            requested[r] += sign * v
         self.pods += sign * pod.slots
-        self.ports.update(ports)
+        for proto, port, ip in pod.ports:
+            ports[HostPort(proto, port, ip)] += sign
         if pod.daemon:
-            self.daemon_requested.update(requests)
+            for r, v in pod.requests:
+                self.daemon_requested[r] += sign * v
             self.daemon_pods += sign
-            self.daemon_ports.update(ports)
+            for proto, port, ip in pod.ports:
+                self.daemon_ports[HostPort(proto, port, ip)] += sign
 
 
 @dataclass(frozen=True)
