@@ -163,6 +163,8 @@ class Placer:
         #: per second a hold lapses (rounded up), per worker, the Jobs it held there with their pod
         #: shape and how many pods they start at once
         self._held: dict[int, dict[str, dict[str, tuple[PodShape | None, int]]]] = {}
+        #: per held uid, the second its hold lapses (its key in _held): dropped when it stops waiting
+        self._held_at: dict[str, int] = {}
         self.running = RunningWork()
         self._capacity: tuple[float, dict[str, int]] = (-CAPACITY_TTL, {})
         self._access: access.Access = ({w.name: w.access for w in cfg.workers}
@@ -309,7 +311,9 @@ class Placer:
                 self._why[uid] = str(wait)
                 metrics.JOBS_WAITING_FOR_ROOM.set(len(self.waiting))
                 if wait.held_until is not None and wait.held_until < math.inf:
-                    held = self._held.setdefault(math.ceil(wait.held_until), {})
+                    self._unhold(uid)
+                    at = self._held_at[uid] = math.ceil(wait.held_until)
+                    held = self._held.setdefault(at, {})
                     for w in wait.could:
                         held.setdefault(w, {})[uid] = (pod, want)
                 self._pass_on(uid, wait.could, now)
@@ -544,11 +548,24 @@ class Placer:
 
     def _stop_waiting(self, uid: str) -> None:
         self._drop_quota_wait(uid)
+        self._unhold(uid)
         gone = self.waiting.pop(uid)
         self._why.pop(uid, None)
         if gone is not None:
             metrics.JOBS_WAITING_FOR_ROOM.set(len(self.waiting))
             self.wake_heads(gone.could)  # it held these workers against the Jobs behind it
+
+    def _unhold(self, uid: str) -> None:
+        """No longer held for a lapse: a Job placed (or gone) before it is not kept until then, which
+        a long headOfLineHold would make hours."""
+        at = self._held_at.pop(uid, None)
+        if at is None or at not in self._held:
+            return
+        by_worker = self._held[at]
+        for w in [w for w, held in by_worker.items() if held.pop(uid, None) is not None and not held]:
+            del by_worker[w]
+        if not by_worker:
+            del self._held[at]
 
     def _drop_quota_wait(self, uid: str) -> None:
         for tenant, waiting in list(self._over_quota.items()):
@@ -631,6 +648,9 @@ class Placer:
         for at in [at for at in self._held if at <= now]:
             for w, held in self._held.pop(at).items():
                 due.setdefault(w, {}).update(held)
+                for uid in held:
+                    if self._held_at.get(uid) == at:
+                        del self._held_at[uid]
         out: list[str] = []
         for w, held in sorted(due.items()):
             ranked = sorted((u for u in held if u in self.waiting and u not in out),

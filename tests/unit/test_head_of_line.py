@@ -343,3 +343,30 @@ async def test_jobs_held_by_one_head_are_woken_at_its_lapse_only_as_many_as_the_
         await kubelet.create(PODS, "default", running_pod("hog-2", "a1", "1"))
         await f.settle()
         assert places._jobs_fitting("worker-1", shape, want, 30) == 0  # room taken meanwhile: none would be woken
+
+
+async def test_a_held_job_placed_or_gone_before_the_lapse_is_not_kept_until_then() -> None:
+    """What the sweep keeps for a hold's lapse is dropped when a held Job stops waiting (deleted,
+    placed, suspended): with a long headOfLineHold it would otherwise be kept for hours."""
+    nodes = {"worker-1": [fleet_node("a1", "4", {"pods": "12"})]}
+    async with fake_fleet(("worker-1",), nodes=nodes) as f:
+        await a_head_waiting_behind_a_hog(f, "worker-1", "a1", "3")
+        smalls = [f"small-{i:02d}" for i in range(12)]
+        for name in smalls:
+            await f.create(job(name, namespace="ns-b", requests={"cpu": "100m"}))
+            assert await f.sync(name, "ns-b") is None
+        places = f.reconciler.places
+
+        def kept() -> int:
+            return sum(len(held) for by_worker in places._held.values() for held in by_worker.values())
+
+        assert kept() == len(places._held_at) == 12
+        for name in smalls[:5]:  # deleted meanwhile: the controller forgets them
+            places.forget((f.job(name, "ns-b") or {})["metadata"]["uid"])
+        assert kept() == len(places._held_at) == 7
+        woken: list[str] = []
+        places.wake = lambda keys, urgent=True: woken.extend(k.key for k in keys if not urgent)
+        places.clock = lambda: time.monotonic() + 121
+        places.wake_waiting()
+        assert sorted(woken) == [f"ns-b/{n}" for n in smalls[5:]]
+        assert places._held == {} and places._held_at == {}
