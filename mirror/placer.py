@@ -477,7 +477,7 @@ class Placer:
         for name, room in self.rooms.items():
             w = self.workers.get(name)
             if w is not None and w.healthy and room.synced:
-                for r, v in room.totals()["allocatable"].items():
+                for r, v in room.allocatable().items():
                     total[r] = total.get(r, 0) + v
         self._capacity = (now, total)
         return total

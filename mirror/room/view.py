@@ -170,13 +170,15 @@ def _node_facts(node: Obj) -> tuple[Any, ...]:
 
 def room_totals(rooms: Sequence[NodeRoom]) -> dict[str, dict[str, int]]:
     """Allocatable and requested per resource over the Ready, uncordoned nodes."""
-    allocatable: Counter[str] = Counter()
-    requested: Counter[str] = Counter()
+    allocatable: dict[str, int] = {}
+    requested: dict[str, int] = {}
     for r in rooms:
         if r.ready and not r.cordoned:
-            allocatable.update(r.allocatable)
-            requested.update(r.requested)
-    return {"allocatable": dict(allocatable), "requested": dict(requested)}
+            for name, v in r.allocatable.items():
+                allocatable[name] = allocatable.get(name, 0) + v
+            for name, v in r.requested.items():
+                requested[name] = requested.get(name, 0) + v
+    return {"allocatable": allocatable, "requested": requested}
 
 
 #: The largest magnitude a gauge is set to: a float holds it (an int past ~1.8e308 does not convert).
@@ -425,6 +427,8 @@ class RoomView:
         #: the node watch's events so far, and the rooms made at (pod changes, node events)
         self._node_events = 0
         self._base: tuple[tuple[int, int], Mapping[str, Obj], list[NodeRoom]] | None = None
+        #: allocatable over the schedulable nodes, and the node events and cache it was summed at
+        self._allocatable: tuple[int, Mapping[str, Obj], dict[str, int]] | None = None
         #: in the order they were made (a new one is applied on top of the cached rooms)
         self.reserved: dict[str, Reservation] = {}
         #: counts reservations dropped or replaced: the cached rooms must be remade
@@ -543,6 +547,16 @@ class RoomView:
     def totals(self) -> dict[str, dict[str, int]]:
         """Allocatable and requested per resource over schedulable nodes (metrics)."""
         return room_totals(self.rooms())
+
+    def allocatable(self) -> dict[str, int]:
+        """Allocatable per resource over schedulable nodes, summed again only when a node changed:
+        the fair share's capacity reads it for every worker, and the rooms it was summed from
+        change with every pod (50 workers' rooms remade and summed in one turn: 0.2 s, bench fleet)."""
+        cached = self._allocatable
+        if cached is None or cached[0] != self._node_events or cached[1] is not self.nodes.cache:
+            cached = self._allocatable = (self._node_events, self.nodes.cache,
+                                          room_totals(self.loads.rooms(self.nodes.items()))["allocatable"])
+        return cached[2]
 
     def export(self) -> None:
         """Set this worker's capacity gauges (called periodically, not per pod event, for every

@@ -375,6 +375,7 @@ def test_the_kept_rooms_are_the_rooms_from_scratch_after_every_change(seed: int)
         want = rng.randint(1, 4)
         assert fed.view.fit(s, want) == worker_fit(s, fed.scratch(), want)
         assert fed.view.totals() == room_totals(fed.scratch())
+        assert fed.view.allocatable() == room_totals(fed.scratch())["allocatable"]  # summed once per node change
 
 
 def test_a_nodes_allocatable_is_parsed_once_per_node_object(monkeypatch: pytest.MonkeyPatch) -> None:
