@@ -153,6 +153,10 @@ def parser() -> argparse.ArgumentParser:
     fl.add_argument("--profile", action="store_true",
                     help="run the first controller under pyinstrument and write profile-fleet*.txt (slower: the "
                          "figures of a profiled run are not the headline ones)")
+    fl.add_argument("--report-stalls-over", type=float, default=None, metavar="SECONDS",
+                    help="the controllers log where their event loop was in every stall longer than this (0.05 "
+                         "names the lags behind a phase's loop-lag p99; default: the controller's 1 s); the "
+                         "reports go into the JSON's controller.stallReports")
     fl.add_argument("--out", type=Path, default=REPO / "results", help="results directory (default: results/)")
     fl.add_argument("--name", default="fleet", help="base name of the JSON/PNG (default: fleet)")
     vs = sub.add_parser("versions", help="the user journeys on every (manager, worker) Kubernetes release pair "
@@ -370,7 +374,7 @@ async def _fleet(args: argparse.Namespace) -> int:
     opts = fleet.FleetOptions(out=args.out, workers=args.workers, pods_per_worker=args.pods_per_worker,
                               nodes_per_worker=args.nodes_per_worker, running=args.running, rate=args.rate,
                               window=args.window, job_seconds=args.job_seconds, phase_timeout=args.phase_timeout,
-                              profile=args.profile)
+                              profile=args.profile, report_stalls_over=args.report_stalls_over)
     task = asyncio.current_task()
     if task is not None:  # SIGTERM as Ctrl-C: the run's finally stops the controllers and the simulation
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)

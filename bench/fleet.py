@@ -68,9 +68,29 @@ class FleetOptions:
     sample_interval: float = 2.0
     #: run the first controller under pyinstrument (its figures are then not the headline ones)
     profile: bool = False
+    #: the controllers log where their loop was in every stall longer than this (None: their 1 s)
+    report_stalls_over: float | None = None
 
 
 # -- pure summaries ------------------------------------------------------------------------------
+
+
+def stall_reports(log: Path, most: int = 200) -> list[dict[str, str]]:
+    """The controller's stall reports (kruntime.stalls) in its JSON log: when, and the report."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        if '"kruntime.stalls"' not in line:
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        out.append({"log": log.name, "ts": str(rec.get("ts", "")), "msg": str(rec.get("msg", ""))[:1000]})
+    return out[:most]
 
 
 def lag_max_bound(before: Sequence[promtext.Sample], after: Sequence[promtext.Sample],
@@ -290,7 +310,8 @@ async def _start(name: str, workdir: Path, logs: Path, workers: Sequence[str], o
     port = env.free_port()
     cfg_path = workdir / f"{name}.yaml"
     cfg_path.write_text(yaml.safe_dump(controller_config(workdir, workers, port)))
-    ctrl = env.ControllerProcess(name, controller_argv(cfg_path, session), logs / f"{name}.log", port)
+    ctrl = env.ControllerProcess(name, controller_argv(cfg_path, session, report_stalls_over=opts.report_stalls_over),
+                                 logs / f"{name}.log", port)
     ctrl.start()
     timeline.follow(ctrl)
     async with Phase(name, ctrl, timeline) as ph:
@@ -386,7 +407,8 @@ async def run(opts: FleetOptions) -> dict[str, Any]:
         res.setdefault("fleetsim", {})["final"] = _proc(sim.sample())
         res["controller"] = {"peakRssMiB": max((r["controller"]["rssMiB"] for r in timeline.rows
                                                 if "controller" in r and r["controller"]["rssMiB"]), default=None),
-                             "logs": [c.log_summary() for c in ctrls]}
+                             "logs": [c.log_summary() for c in ctrls],
+                             "stallReports": [r for c in ctrls for r in stall_reports(c.log_path)]}
         await timeline.stop()
         for c in ctrls:
             await c.stop()

@@ -260,11 +260,15 @@ async def _worker_up(ctrl: env.ControllerProcess, workers: tuple[str, ...] = WOR
     return False
 
 
-def controller_argv(config: Path, profile_session: Path | None) -> list[str]:
+def controller_argv(config: Path, profile_session: Path | None, *,
+                    report_stalls_over: float | None = None) -> list[str]:
+    """The controller's command line: JSON logs, under pyinstrument with ``profile_session``, and
+    stalls of the loop logged from ``report_stalls_over`` seconds (the controller's default: 1 s)."""
+    flags = ["--log-format", "json", *(("--report-stalls-over", str(report_stalls_over)) if report_stalls_over else ())]
+    command = ["-m", "mirror.cli", *flags, "run", "--config", str(config)]
     if profile_session is None:
-        return [sys.executable, "-m", "mirror.cli", "--log-format", "json", "run", "--config", str(config)]
-    return [sys.executable, "-m", "pyinstrument", "-r", "pyisession", "-o", str(profile_session),
-            "-m", "mirror.cli", "--log-format", "json", "run", "--config", str(config)]
+        return [sys.executable, *command]
+    return [sys.executable, "-m", "pyinstrument", "-r", "pyisession", "-o", str(profile_session), *command]
 
 
 async def _submit_unclaimed(mgr: ClusterClient, run_id: str, opts: MirrorOptions) -> dict[str, Any]:

@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     setup_logging_from(args)
     try:
-        code = run_controller(run(args), loop_lag=metrics.EVENT_LOOP_LAG)
+        code = run_controller(run(args), loop_lag=metrics.EVENT_LOOP_LAG,
+                              report_stalls_over=args.report_stalls_over)
     except OSError as exc:  # a metrics port in use, an unreadable file: one line, no traceback
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         code = 1

@@ -35,10 +35,27 @@ class Observer(Protocol):
     def observe(self, amount: float) -> None: ...
 
 
+#: a stall of the event loop longer than this is logged with where the loop was (kruntime.stalls)
+REPORT_STALLS_OVER = 1.0
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text!r}")
+    return value
+
+
 def add_logging_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="log level")
     parser.add_argument("--log-format", choices=["auto", "json", "text"], default="auto",
                         help="auto: JSON lines unless stderr is a terminal")
+    parser.add_argument("--report-stalls-over", type=_positive_seconds, default=REPORT_STALLS_OVER,
+                        metavar="SECONDS", help="a controller logs where its event loop was when it stalled longer "
+                        "than this (0.05 to hunt the lags behind a loop-lag p99)")
 
 
 def setup_logging_from(args: argparse.Namespace) -> None:
@@ -97,10 +114,11 @@ async def watch_loop_lag(lag: Observer, *, interval: float = LOOP_LAG_INTERVAL,
                 stall.woke(late)
 
 
-async def _with_loop_lag(main: Coroutine[Any, Any, T], lag: Observer) -> T:
+async def _with_loop_lag(main: Coroutine[Any, Any, T], lag: Observer, report_stalls_over: float) -> T:
     watcher = asyncio.create_task(watch_loop_lag(lag, stall=LOOP_STALL), name="event-loop-lag")
     settler = asyncio.create_task(heap.keep_settled(), name="heap-settle")  # no collection walks the caches
-    reporter = StallReporter(LOOP_STALL.overdue)  # a stall says where the loop was (kruntime.stalls)
+    # a stall says where the loop was (kruntime.stalls), looked at five times within the threshold
+    reporter = StallReporter(LOOP_STALL.overdue, threshold=report_stalls_over, every=min(0.1, report_stalls_over / 5))
     reporter.start()
     try:
         return await main
@@ -110,12 +128,14 @@ async def _with_loop_lag(main: Coroutine[Any, Any, T], lag: Observer) -> T:
         await cancel_and_wait(watcher)
 
 
-def run_controller(main: Coroutine[Any, Any, T], *, loop_lag: Observer | None = None) -> T:
+def run_controller(main: Coroutine[Any, Any, T], *, loop_lag: Observer | None = None,
+                   report_stalls_over: float = REPORT_STALLS_OVER) -> T:
     """Run a controller's main coroutine on uvloop: its cheaper transports and callbacks cut the
     mirror controller's CPU per Job by a fifth and raised its dispatch rate (issue 23's A/B,
     results/ab-issue23.json). With ``loop_lag`` (the controller's event-loop lag histogram,
-    kruntime.metrics.event_loop_lag) the loop's lateness is measured while it runs."""
-    return uvloop.run(main if loop_lag is None else _with_loop_lag(main, loop_lag))
+    kruntime.metrics.event_loop_lag) the loop's lateness is measured while it runs, and a stall
+    longer than ``report_stalls_over`` seconds is logged with where the loop was."""
+    return uvloop.run(main if loop_lag is None else _with_loop_lag(main, loop_lag, report_stalls_over))
 
 
 async def run_until_signalled(

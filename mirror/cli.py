@@ -224,7 +224,8 @@ def main(argv: list[str] | None = None, prog: str = "jobmirror") -> int:
             for prob in problems:
                 print(f"error: {prob}", file=sys.stderr)
             return 1 if problems else 0
-        return run_controller(_run(cfg), loop_lag=metrics.EVENT_LOOP_LAG)
+        return run_controller(_run(cfg), loop_lag=metrics.EVENT_LOOP_LAG,
+                              report_stalls_over=args.report_stalls_over)
     except (KubeconfigError, ConfigError, plugin.UsageError, NotPlaced) as exc:
         # A ConfigError has one line per problem; anything else (a kubeconfig's YAML error) is made one.
         for line in str(exc).splitlines() if isinstance(exc, ConfigError) else [one_line(exc)]:

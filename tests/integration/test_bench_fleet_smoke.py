@@ -22,7 +22,7 @@ def test_bench_fleet_end_to_end(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "bench", "fleet", "--name", "smoke", "--out", str(tmp_path),
            "--workers", str(WORKERS), "--pods-per-worker", str(PODS), "--nodes-per-worker", "4",
            "--running", str(RUNNING), "--rate", str(RATE), "--window", str(WINDOW), "--job-seconds", "2",
-           "--phase-timeout", "120"]
+           "--phase-timeout", "120", "--report-stalls-over", "0.05"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert proc.returncode == 0, proc.stderr[-4000:] + proc.stdout[-2000:]
@@ -46,6 +46,8 @@ def test_bench_fleet_end_to_end(tmp_path: Path) -> None:
     assert phases["failover"]["syncedSeconds"] > 0
     assert phases["failover"]["dispatches"] <= out["notPlaced"], (phases["failover"], out)
     assert result["controller"]["peakRssMiB"] > 0 and result["fleetsim"]["final"]["cpuSeconds"] > 0
+    # stalls over 50 ms are reported and kept (a toy fleet may have none)
+    assert all("event loop stalled" in r["msg"] for r in result["controller"]["stallReports"])
     for log in result["controller"]["logs"]:  # both processes: no error logged against the simulated fleet
         assert not {"ERROR", "CRITICAL"} & log["byLevel"].keys(), log["topProblems"]
     assert (tmp_path / "smoke.png").stat().st_size > 10_000

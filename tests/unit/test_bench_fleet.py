@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +80,23 @@ def test_phase_summary_names_what_queued_the_passes() -> None:
     after = parse('jobmirror_runtime_queue_passes_total{queue="mirror",why="after"} 610\n'
                   'jobmirror_runtime_queue_passes_total{queue="mirror",why="manager-added"} 5\n')
     assert fleet.phase_summary("steady", 60.0, 1.0, None, before, after)["passesByTrigger"] == {"after": 600}
+
+
+def test_the_stall_reports_are_read_from_the_controllers_json_log(tmp_path: Path) -> None:
+    log = tmp_path / "start.log"
+    log.write_text("\n".join([
+        '{"ts": "t1", "level": "info", "logger": "mirror.controller", "msg": "caches synced"}',
+        '{"ts": "t2", "level": "warning", "logger": "kruntime.stalls", "msg": "event loop stalled 0.1s (…)"}',
+        'not json "kruntime.stalls"',
+    ]))
+    assert fleet.stall_reports(log) == [{"log": "start.log", "ts": "t2", "msg": "event loop stalled 0.1s (…)"}]
+    assert fleet.stall_reports(tmp_path / "missing.log") == []
+
+
+def test_the_controller_is_told_to_report_shorter_stalls_only_when_asked(tmp_path: Path) -> None:
+    from bench.mirror_bench import controller_argv
+    plain = controller_argv(tmp_path / "c.yaml", None)
+    asked = controller_argv(tmp_path / "c.yaml", None, report_stalls_over=0.05)
+    assert "--report-stalls-over" not in plain
+    at = asked.index("--report-stalls-over")
+    assert asked[at + 1] == "0.05" and asked.index("run") > at  # a flag of the program, before its verb

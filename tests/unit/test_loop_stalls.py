@@ -77,3 +77,49 @@ def test_a_controller_whose_loop_blocks_logs_where(caplog: pytest.LogCaptureFixt
     stalls = [r.getMessage() for r in caplog.records if r.name == "kruntime.stalls"]
     assert len(stalls) == 1, stalls
     assert "event loop stalled" in stalls[0] and "blocking_step" in stalls[0], stalls[0]
+
+
+@pytest.mark.parametrize("over, reported", [(None, False), (0.1, True)])
+def test_a_shorter_stall_is_reported_when_asked(caplog: pytest.LogCaptureFixture, over: float | None,
+                                                reported: bool) -> None:
+    """--report-stalls-over 0.1 names the 0.1-0.3 s lags behind a loop-lag p99; by default only a
+    stall over a second is logged."""
+    class Seen:
+        def observe(self, amount: float) -> None:
+            pass
+
+    def short_step() -> None:
+        end = time.monotonic() + 0.6
+        while time.monotonic() < end:
+            sum(range(1000))
+
+    async def main() -> None:
+        await asyncio.sleep(0.1)
+        short_step()
+        await asyncio.sleep(0.7)
+
+    with caplog.at_level(logging.WARNING, logger="kruntime.stalls"):
+        if over is None:
+            run_controller(main(), loop_lag=Seen())
+        else:
+            run_controller(main(), loop_lag=Seen(), report_stalls_over=over)
+    stalls = [r.getMessage() for r in caplog.records if r.name == "kruntime.stalls"]
+    assert bool(stalls) is reported, stalls
+    assert not stalls or "short_step" in stalls[0], stalls
+
+
+@pytest.mark.parametrize("flag, error", [("0", "positive"), ("-1", "positive"), ("soon", "not a number"),
+                                         ("inf", "positive")])
+def test_report_stalls_over_names_a_bad_value(capsys: pytest.CaptureFixture[str], flag: str, error: str) -> None:
+    from mirror.cli import build_parser
+    with pytest.raises(SystemExit):
+        build_parser("jobmirror").parse_args(["--report-stalls-over", flag, "run"])
+    err = capsys.readouterr().err
+    assert "--report-stalls-over" in err and error in err, err
+
+
+def test_both_controllers_take_report_stalls_over() -> None:
+    from builtin_controller.cli import parse_args
+    from mirror.cli import build_parser
+    assert build_parser("jobmirror").parse_args(["--report-stalls-over", "0.05", "run"]).report_stalls_over == 0.05
+    assert parse_args(["--kubeconfig", "k", "--report-stalls-over", "0.05"]).report_stalls_over == 0.05
