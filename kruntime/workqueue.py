@@ -9,7 +9,7 @@ Keys added as ``urgent`` are served before the others, even if already queued: a
 controller uses it for work that finishes something (a mirrored status) so that a burst
 of new work does not hold it back behind thousands of keys. Not with every slot: while
 ordinary keys wait, urgent ones take at most ``urgent_slots`` of the handler's concurrent
-passes (all but one under :meth:`run_workers`), so a flood of urgent work (a wave of
+passes (all but an eighth under :meth:`run_workers`), so a flood of urgent work (a wave of
 copies finishing together) slows the rest but never stops it.
 """
 
@@ -200,12 +200,13 @@ class WorkQueue(Generic[K]):
         """Run ``workers`` concurrent loops until shutdown.
 
         ``handler`` may return a delay in seconds to re-check the key later (a
-        deliberate requeue, not a failure). Exceptions re-queue with backoff. One loop is kept
-        from urgent keys while ordinary ones wait: an eighth kept doubled the 1000-Job status p99
-        (5.6 s against 2.7, results/ab-urgent-slots.json) and dispatched no faster.
+        deliberate requeue, not a failure). Exceptions re-queue with backoff. An eighth of the
+        loops (at least one) is kept from urgent keys while ordinary ones wait. Keeping only one
+        was measured (docs/performance.md): better status p99 at 1000 Jobs side by side, worse in a
+        10,000-Job pair, so not adopted.
         """
         if self.urgent_slots is None and workers > 1:
-            self.urgent_slots = workers - 1
+            self.urgent_slots = workers - max(1, workers // 8)
 
         async def loop() -> None:
             while True:

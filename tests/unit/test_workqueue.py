@@ -174,11 +174,11 @@ async def test_urgent_keys_never_take_the_last_slots_while_others_wait() -> None
     assert q.idle()
 
 
-async def test_run_workers_keeps_one_of_its_loops_from_urgent_keys() -> None:
+async def test_run_workers_keeps_an_eighth_of_its_loops_from_urgent_keys() -> None:
     q: WorkQueue[str] = WorkQueue("t")
     task = asyncio.get_running_loop().create_task(q.run_workers(32, lambda k: asyncio.sleep(0, None)))
     await asyncio.sleep(0)
-    assert q.urgent_slots == 31
+    assert q.urgent_slots == 28
     await q.shutdown()
     await task
 
