@@ -14,6 +14,12 @@ minutes) is settled the same way every ``interval`` seconds (:func:`keep_settled
 collector walked all of it each time it had grown by a quarter, 0.1-0.4 s at a time. Cyclic
 garbage that was old when frozen is only found by a full collection, so one runs every
 ``full_every`` seconds over everything (logged with its length).
+
+Between settles the collector still runs its own full collections, each over all that survived
+since the last settle: in a 20,000-Job fill, 0.08-0.18 s at a time (bench fleet, stall reports at
+50 ms). What a full collection found alive is frozen at once (:func:`freeze_after_full`), so the
+next one walks only what came after it: a synthetic fill of 1.5M cached objects had its longest
+full collection fall from 0.37 to 0.04 s, and their sum from 14 to 3.5 s.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import asyncio
 import gc
 import logging
 import time
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +37,12 @@ def settle() -> None:
     """Keep what is alive now out of later collections (call after a cache was filled)."""
     gc.collect(1)  # the young generations only: a few thousand objects, not the cache
     gc.freeze()
+
+
+def freeze_after_full(phase: str, info: dict[str, Any]) -> None:
+    """A ``gc.callbacks`` hook: when a full collection ends, what it found alive is long-lived."""
+    if phase == "stop" and info.get("generation") == 2:
+        gc.freeze()
 
 
 def collect_all() -> tuple[int, float]:
@@ -43,13 +56,18 @@ def collect_all() -> tuple[int, float]:
 
 
 async def keep_settled(interval: float = 30.0, full_every: float = 3600.0) -> None:
-    """Settle every ``interval`` seconds, and collect all every ``full_every``; runs until cancelled."""
+    """Settle every ``interval`` seconds and after each full collection, and collect all every
+    ``full_every``; runs until cancelled."""
     last_full = time.monotonic()
-    while True:
-        await asyncio.sleep(interval)
-        if time.monotonic() - last_full >= full_every:
-            found, took = collect_all()
-            last_full = time.monotonic()
-            log.info("full garbage collection: %d unreachable objects in %.2fs", found, took)
-        else:
-            settle()
+    gc.callbacks.append(freeze_after_full)
+    try:
+        while True:
+            await asyncio.sleep(interval)
+            if time.monotonic() - last_full >= full_every:
+                found, took = collect_all()
+                last_full = time.monotonic()
+                log.info("full garbage collection: %d unreachable objects in %.2fs", found, took)
+            else:
+                settle()
+    finally:
+        gc.callbacks.remove(freeze_after_full)

@@ -34,6 +34,24 @@ async def test_keep_settled_freezes_what_was_added_since() -> None:
     assert gc.get_freeze_count() >= len(cache)
 
 
+async def test_what_a_full_collection_found_alive_is_frozen_while_the_heap_is_kept_settled() -> None:
+    gc.unfreeze()
+    task = asyncio.create_task(heap.keep_settled(interval=3600, full_every=3600))
+    await asyncio.sleep(0)  # the hook is installed
+    cache = [{"metadata": {"name": f"j{i}"}} for i in range(5000)]
+    gc.collect(1)
+    assert gc.get_freeze_count() < len(cache)  # a young collection freezes nothing
+    gc.collect(2)
+    assert gc.get_freeze_count() >= len(cache)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert heap.freeze_after_full not in gc.callbacks  # nothing is frozen once the controller is gone
+    gc.unfreeze()
+    gc.collect(2)
+    assert gc.get_freeze_count() == 0
+
+
 def test_a_full_collection_finds_a_cycle_that_was_frozen_and_freezes_the_rest() -> None:
     gc.unfreeze()
     a, b = Node(), Node()
