@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import REPO
+from kruntime.lifecycle import positive_seconds
 
 DEFAULT_SIZES = [100, 1000]
 
@@ -153,7 +154,7 @@ def parser() -> argparse.ArgumentParser:
     fl.add_argument("--profile", action="store_true",
                     help="run the first controller under pyinstrument and write profile-fleet*.txt (slower: the "
                          "figures of a profiled run are not the headline ones)")
-    fl.add_argument("--report-stalls-over", type=float, default=None, metavar="SECONDS",
+    fl.add_argument("--report-stalls-over", type=positive_seconds, default=None, metavar="SECONDS",
                     help="the controllers log where their event loop was in every stall longer than this (0.05 "
                          "names the lags behind a phase's loop-lag p99; default: the controller's 1 s); the "
                          "reports go into the JSON's controller.stallReports")

@@ -165,6 +165,20 @@ def _wait(a: procstat.ProcSample | None, b: procstat.ProcSample | None) -> float
     return round(b.runqueue_wait_seconds - a.runqueue_wait_seconds, 2)
 
 
+def status_by_submission(latencies: list[float | None], finished_seen: list[float | None],
+                         submitting_until: float) -> dict[str, Any]:
+    """Status propagation split by whether the worker's copy finished while Jobs were still being
+    submitted: then the manager's API server also answers the submitter's burst of creates (see
+    createCall), and every write of the controller's waits behind it."""
+    while_submitting = [lat for lat, at in zip(latencies, finished_seen, strict=True)
+                        if lat is not None and at is not None and at <= submitting_until]
+    after = [lat for lat, at in zip(latencies, finished_seen, strict=True)
+             if lat is not None and at is not None and at > submitting_until]
+    return {"whileSubmitting": stats.summarize(while_submitting), "afterSubmission": stats.summarize(after),
+            "note": "watch latencies of the Jobs whose worker copy was seen Complete before/after the last "
+                    "manager create was acknowledged"}
+
+
 def _diffs(pairs: list[tuple[float | None, float | None]]) -> list[float | None]:
     return [None if a is None or b is None else b - a for a, b in pairs]
 
@@ -505,6 +519,7 @@ def _results(n: int, tr: Tracker, sub: Submission, t0: float, t_done: float, t_c
     e2e = _diffs([(j.mgr_seen, j.mgr_done_seen) for j in js])
     remote_run = _diffs([(j.remote_seen, j.remote_done_seen) for j in js])
     created_acked = [sub.acked[k] - sub.sent[k] for k in sub.acked]
+    submitting_until = max(sub.acked.values(), default=t0)
     last_dispatched = max((j.remote_seen or 0.0) for j in js) if js else 0.0
     last_done = max((j.mgr_done_seen or 0.0) for j in js) if js else 0.0
     first_seen = min((j.mgr_seen for j in js if j.mgr_seen), default=None)
@@ -566,6 +581,7 @@ def _results(n: int, tr: Tracker, sub: Submission, t0: float, t_done: float, t_c
                         "status entry time (its Job controller) at the write that made each Complete "
                         "(1 s granularity: ±1 s per sample)",
                 "workerStatusManagers": status_managers,
+                "bySubmission": status_by_submission(stat_watch, [j.remote_done_seen for j in js], submitting_until),
             },
             "endToEnd": {"watch": stats.summarize(e2e),
                          "note": "manager Job seen → manager Job Complete seen (includes the ~1 s pod run)"},

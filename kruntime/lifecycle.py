@@ -39,7 +39,8 @@ class Observer(Protocol):
 REPORT_STALLS_OVER = 1.0
 
 
-def _positive_seconds(text: str) -> float:
+def positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0, the bad value named."""
     try:
         value = float(text)
     except ValueError:
@@ -53,7 +54,7 @@ def add_logging_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="log level")
     parser.add_argument("--log-format", choices=["auto", "json", "text"], default="auto",
                         help="auto: JSON lines unless stderr is a terminal")
-    parser.add_argument("--report-stalls-over", type=_positive_seconds, default=REPORT_STALLS_OVER,
+    parser.add_argument("--report-stalls-over", type=positive_seconds, default=REPORT_STALLS_OVER,
                         metavar="SECONDS", help="a controller logs where its event loop was when it stalled longer "
                         "than this (0.05 to hunt the lags behind a loop-lag p99)")
 

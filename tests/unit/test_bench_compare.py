@@ -133,7 +133,9 @@ def _full(rate: float, timed_out: bool = False) -> dict[str, Any]:
             "timeline": {"submitted": [0.5, 1.0], "dispatched": [1.5, 2.5, 4.5]},
             "throughput": {"allCompleteSeconds": None if timed_out else 3.5,
                            "dispatchedPerSecond": None if timed_out else rate},
-            "latencySeconds": {"dispatch": {"watch": lat}, "statusPropagation": {"watch": lat}},
+            "latencySeconds": {"dispatch": {"watch": lat},
+                               "statusPropagation": {"watch": lat,
+                                                     "bySubmission": {"afterSubmission": {"p99": 0.25}}}},
             "apiRequests": {"manager": {"perJobExcludingIdle": 2.0}, "workersCombined": {"perJobExcludingIdle": 9.0},
                             "managerOwnCalls": {"total": 3.0}},
             "controller": {"cpuSecondsWorkload": 0.5, "cpuSecondsPerJob": 0.05, "peakRssMiB": 90.0}}
@@ -149,6 +151,13 @@ def test_markdown_table_has_a_row_per_contender_and_says_timeouts_and_failures()
     assert "timed out (7/10 Complete) | 0.75 (partial) | n/a |" in table[3]  # 3 copies from 0.5 s to 4.5 s
     assert "failed: it broke" in table[4]
     assert {line.count("|") for line in table} == {11}
+
+
+def test_a_results_file_without_the_submission_split_summarises_it_as_unknown() -> None:
+    old = _full(5.0)
+    del old["latencySeconds"]["statusPropagation"]["bySubmission"]
+    assert compare.headline(old)["statusP99AfterSubmission"] is None
+    assert compare.headline(_full(5.0))["statusP99AfterSubmission"] == 0.25
 
 
 def test_markdown_table_ends_with_the_same_run_ratios_that_exist() -> None:
@@ -182,7 +191,7 @@ def test_repeats_are_summarised_as_median_and_spread_with_failures_counted_apart
               "summary": summary}
     table = compare.markdown_table(result).splitlines()
     assert "| 10 | jm | 2/3 | 8.50 (8.00-9.00) | 50.00 (50.00-50.00) | 0.30 (0.30-0.30) | 0.30 (0.30-0.30) | " \
-           "3.00 (3.00-3.00) |" in table
+           "0.25 (0.25-0.25) | 3.00 (3.00-3.00) |" in table
     assert "| 10 | jobmirror ÷ floor | 0.80 (0.06-0.90) |" in table
 
 
@@ -289,3 +298,10 @@ def test_a_contenders_config_is_what_jobmirror_reads(key: str) -> None:
     cfg = Config.model_validate({"workers": [{"name": "w1", "kubeconfig": "/k"}], **c.config})
     dumped = cfg.model_dump(by_alias=True, mode="json")
     assert {alias: dumped[alias] for alias in c.config} == dict(c.config)
+
+
+def test_status_latencies_are_split_by_whether_the_copy_finished_while_jobs_were_still_submitted() -> None:
+    from bench.mirror_bench import status_by_submission
+    split = status_by_submission([2.0, 3.0, 0.5, None, 0.25], [4.0, 9.0, 12.0, 5.0, None], submitting_until=9.0)
+    assert split["whileSubmitting"]["count"] == 2 and split["whileSubmitting"]["max"] == 3.0
+    assert split["afterSubmission"]["count"] == 1 and split["afterSubmission"]["max"] == 0.5

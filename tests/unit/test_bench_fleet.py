@@ -100,3 +100,13 @@ def test_the_controller_is_told_to_report_shorter_stalls_only_when_asked(tmp_pat
     assert "--report-stalls-over" not in plain
     at = asked.index("--report-stalls-over")
     assert asked[at + 1] == "0.05" and asked.index("run") > at  # a flag of the program, before its verb
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "inf", "soon"])
+def test_a_bad_stall_threshold_is_refused_before_any_controller_starts(
+        bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.cli import parser
+    with pytest.raises(SystemExit) as exit_:
+        parser().parse_args(["fleet", "--report-stalls-over", bad])
+    assert exit_.value.code == 2 and "--report-stalls-over" in capsys.readouterr().err
+    assert parser().parse_args(["fleet", "--report-stalls-over", "0.05"]).report_stalls_over == 0.05
