@@ -25,7 +25,8 @@ QUEUE_PASSES = Counter("jobmirror_runtime_queue_passes_total", "Keys handed to t
                        "a retry with backoff)", ["queue", "why"])
 QUEUE_WAIT = Histogram(
     "jobmirror_runtime_queue_wait_seconds", "From a key being queued (its first reason since its last pass) to its "
-    "pass starting, by queue and whether it was urgent (client-go's workqueue queue_duration)", ["queue", "urgent"],
+    "pass starting, by queue and whether it was urgent (an urgent key's from when it was made urgent; client-go's "
+    "workqueue queue_duration)", ["queue", "urgent"],
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
 )
 EVENTS_DROPPED = Counter(

@@ -48,6 +48,9 @@ class WorkQueue(Generic[K]):
         self._queue: deque[K] = deque()
         self._urgent: deque[K] = deque()
         self._urgent_keys: set[K] = set()
+        #: when each urgent key was made urgent: its wait is timed from then, not from an ordinary
+        #: add that queued it behind the backlog first (which says nothing of the urgent lane)
+        self._urgent_since: dict[K, float] = {}
         #: keys being processed that were handed out as urgent, and how many of those there may be
         #: while ordinary keys wait (None: no bound). At 10,000 Jobs a wave of finished copies held
         #: every slot and no copy was made for 4 s; every fifth turn to the others instead cost the
@@ -101,6 +104,7 @@ class WorkQueue(Generic[K]):
             return
         if newly_urgent:
             self._urgent_keys.add(key)
+            self._urgent_since[key] = time.monotonic()
         self._dirty.add(key)
         if key not in self._processing:  # else done() re-queues it, ahead if urgent
             self._push(key, urgent=urgent)  # an ordinary entry it already had becomes stale
@@ -166,6 +170,9 @@ class WorkQueue(Generic[K]):
             if urgent:
                 self._urgent_running.add(key)
             why, since = self._queued.pop(key, ("event", None))
+            made_urgent = self._urgent_since.pop(key, None)
+            if urgent and made_urgent is not None:
+                since = made_urgent
             metrics.QUEUE_PASSES.labels(self.name, why).inc()
             if since is not None:
                 metrics.QUEUE_WAIT.labels(self.name, "true" if urgent else "false").observe(time.monotonic() - since)

@@ -319,3 +319,23 @@ async def test_each_pass_observes_how_long_its_key_waited() -> None:
     assert (n_a, n_b) == (1, 1)
     assert 0.05 <= waited_a < 1 and waited_b < 0.05
     assert not q._queued  # nothing kept for keys without a pending pass
+
+
+async def test_an_urgent_wait_counts_from_when_the_key_was_made_urgent() -> None:
+    """A key queued ordinarily behind a backlog, then made urgent (a copy's running counters, then its
+    Complete): the urgent lane's wait is the time since the second add, the first says nothing of it."""
+
+    def observed(urgent: str) -> tuple[float, float]:
+        h = metrics.QUEUE_WAIT.labels("urgent-since-test", urgent)
+        return h._sum.get(), sum(b.get() for b in h._buckets)
+
+    q: WorkQueue[str] = WorkQueue("urgent-since-test")
+    q.add("backlog")
+    q.add("a")
+    await asyncio.sleep(0.2)
+    q.add("a", urgent=True)
+    assert await q.get() == "a"
+    q.done("a")
+    waited, n = observed("true")
+    assert n == 1 and waited < 0.1
+    assert not q._urgent_since  # nothing kept once the key was handed out
