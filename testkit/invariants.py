@@ -353,6 +353,28 @@ def overlaps(manager_uid: str, spans_by_copy: dict[str, list[Span]], faults: lis
     return out
 
 
+#: how soon after a fault ended an overlap of two copies made before it ended must be over to be the
+#: fault's (see :func:`forced_by_fault`)
+RECOVERY_GRACE = 5.0
+
+
+def forced_by_fault(o: Overlap, copies: list[CopyLife], faults: list[Span]) -> bool:
+    """Whether an overlap is the fault's doing: it began during one, or both copies were made before
+    the last fault before it ended and it was over within RECOVERY_GRACE of that end.
+
+    The second is a move the fault forced, made just before the worker came back: the new copy's pod
+    starts as the returned worker's stale copy is being deleted, and that copy's pods take a moment
+    to stop. A stale copy left running after the controller saw its worker again still counts
+    against recovery."""
+    if o.during_fault:
+        return True
+    ended = [fe for _, fe in faults if fe <= o.start]
+    if not ended:
+        return False
+    fault_end = max(ended)
+    return all(c.first_seen <= fault_end for c in copies) and o.end <= fault_end + RECOVERY_GRACE
+
+
 def _copy_name(c: CopyLife) -> str:
     return f"{c.worker}/{c.name}"
 
@@ -568,10 +590,11 @@ def verdict(rec: Recorder, *, faults: list[Span], end: float, rejected_writes: i
         spans = {c.uid: clip(active_spans(pods_by_copy.get(c.uid, []), end), c.disowned_at) for c in cs}
         by_uid = {c.uid: c for c in cs}
         for o in overlaps(uid, spans, faults):
-            line = (f"{m.cluster}:{m.key}: {_copy_name(by_uid[o.copies[0]])} and {_copy_name(by_uid[o.copies[1]])} "
-                    f"both active for {o.end - o.start:.2f}s"
-                    f"{_overlap_timeline(o, [by_uid[u] for u in o.copies], faults)}")
-            (v.duplicates_during_fault if o.during_fault else v.duplicates_after_recovery).append(line)
+            pair = [by_uid[u] for u in o.copies]
+            line = (f"{m.cluster}:{m.key}: {_copy_name(pair[0])} and {_copy_name(pair[1])} "
+                    f"both active for {o.end - o.start:.2f}s{_overlap_timeline(o, pair, faults)}")
+            found = v.duplicates_during_fault if forced_by_fault(o, pair, faults) else v.duplicates_after_recovery
+            found.append(line)
     for c in rec.copies.values():
         if c.disowned_at is not None:
             v.disowned.append(f"{c.worker}/{c.name}")

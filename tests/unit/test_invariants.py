@@ -6,6 +6,7 @@ import pytest
 
 from mirror.naming import FINALIZER, LABEL_ORIGIN, LABEL_ORIGIN_UID
 from testkit.invariants import (
+    RECOVERY_GRACE,
     CopyLife,
     ManagerLife,
     MetricsLedger,
@@ -138,6 +139,28 @@ def test_outcome_mismatch(mgr: ManagerLife, copies: list[CopyLife], bad: str | N
     assert (got is None) if bad is None else (got is not None and bad in got)
 
 
+def test_a_stale_copy_left_running_after_recovery_counts_even_if_made_before_the_fault_ended() -> None:
+    rec = Recorder(managed_by=MB, origins={"o"})
+    ours = {LABEL_ORIGIN: "o", LABEL_ORIGIN_UID: "m1"}
+    rec.on_manager("mgr", "ADDED", job("m1"), 0.0)
+    rec.on_copy("w1", "ADDED", job("c1", labels=ours), 1.0)
+    rec.on_pod("w1", "ADDED", pod("p1", "c1"), 1.1)
+    rec.on_copy("w2", "ADDED", job("c2", labels=ours), 4.9)  # moved just before the worker came back at 5
+    rec.on_pod("w2", "ADDED", pod("p2", "c2"), 5.2)
+    forced = [(2.0, 5.0)]
+    rec.on_pod("w1", "DELETED", pod("p1", "c1"), 5.5)  # the stale copy's pod stopped at once
+    assert verdict(rec, faults=forced, end=20.0).duplicates_after_recovery == []
+    late = Recorder(managed_by=MB, origins={"o"})
+    late.on_manager("mgr", "ADDED", job("m1"), 0.0)
+    late.on_copy("w1", "ADDED", job("c1", labels=ours), 1.0)
+    late.on_pod("w1", "ADDED", pod("p1", "c1"), 1.1)
+    late.on_copy("w2", "ADDED", job("c2", labels=ours), 4.9)
+    late.on_pod("w2", "ADDED", pod("p2", "c2"), 5.2)
+    late.on_pod("w1", "DELETED", pod("p1", "c1"), 5.0 + RECOVERY_GRACE + 1)  # left running after recovery
+    after = verdict(late, faults=forced, end=20.0).duplicates_after_recovery
+    assert len(after) == 1 and "from +0.20s after the fault ended" in after[0], after
+
+
 def test_recorder_and_verdict_end_to_end() -> None:
     """Events as the watches deliver them: a short-lived duplicate, a label edit, an orphan pod."""
     rec = Recorder(managed_by=MB, origins={"o"})
@@ -173,6 +196,12 @@ def test_recorder_and_verdict_end_to_end() -> None:
     after = verdict(rec, faults=[(0.5, 1.5)], end=10.0).duplicates_after_recovery
     assert len(after) == 1 and "from +0.60s after the fault ended" in after[0], after
     assert "ending +1.10s" in after[0]  # the younger copy began to go 1.1 s after the fault
+
+    # both copies made before the fault ended (c2 at 2.0: a move the fault forced), the overlap over at
+    # once after it: the fault's doing; a fault that ended before c2 was made leaves it to recovery
+    assert len(verdict(rec, faults=[(0.5, 2.05)], end=10.0).duplicates_during_fault) == 1
+    assert verdict(rec, faults=[(0.5, 2.05)], end=10.0).duplicates_after_recovery == []
+    assert len(verdict(rec, faults=[(0.5, 1.95)], end=10.0).duplicates_after_recovery) == 1
 
     rec.on_pod("w1", "ADDED", pod("p9", "c1", phase="Succeeded"), 5.0)  # a pod of ours nobody removed
     v = verdict(rec, faults=[(1.9, 2.2)], end=10.0)
