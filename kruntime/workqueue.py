@@ -47,9 +47,8 @@ class WorkQueue(Generic[K]):
         self.backoff_cap = backoff_cap
         self._queue: deque[K] = deque()
         self._urgent: deque[K] = deque()
-        self._urgent_keys: set[K] = set()
-        #: when each urgent key was made urgent: its wait is timed from then, not from an ordinary
-        #: add that queued it behind the backlog first (which says nothing of the urgent lane)
+        #: the keys queued as urgent and when each was made urgent: its wait is timed from then, not
+        #: from an ordinary add that queued it behind the backlog first (which says nothing of the lane)
         self._urgent_since: dict[K, float] = {}
         #: keys being processed that were handed out as urgent, and how many of those there may be
         #: while ordinary keys wait (None: no bound). At 10,000 Jobs a wave of finished copies held
@@ -99,11 +98,10 @@ class WorkQueue(Generic[K]):
             return
         if key not in self._queued:
             self._queued[key] = (why, time.monotonic())
-        newly_urgent = urgent and key not in self._urgent_keys
+        newly_urgent = urgent and key not in self._urgent_since
         if key in self._dirty and not newly_urgent:
             return
         if newly_urgent:
-            self._urgent_keys.add(key)
             self._urgent_since[key] = time.monotonic()
         self._dirty.add(key)
         if key not in self._processing:  # else done() re-queues it, ahead if urgent
@@ -164,14 +162,13 @@ class WorkQueue(Generic[K]):
                 await self._cond.wait()
             self._gauge()
             self._dirty.discard(key)
-            urgent = key in self._urgent_keys
-            self._urgent_keys.discard(key)
+            made_urgent = self._urgent_since.pop(key, None)
+            urgent = made_urgent is not None
             self._processing.add(key)
             if urgent:
                 self._urgent_running.add(key)
             why, since = self._queued.pop(key, ("event", None))
-            made_urgent = self._urgent_since.pop(key, None)
-            if urgent and made_urgent is not None:
+            if urgent:
                 since = made_urgent
             metrics.QUEUE_PASSES.labels(self.name, why).inc()
             if since is not None:
@@ -193,7 +190,7 @@ class WorkQueue(Generic[K]):
         self._processing.discard(key)
         self._urgent_running.discard(key)
         if key in self._dirty:
-            self._push(key, urgent=key in self._urgent_keys)
+            self._push(key, urgent=key in self._urgent_since)
 
     async def shutdown(self) -> None:
         self._shutdown = True

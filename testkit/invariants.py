@@ -368,11 +368,15 @@ def forced_by_fault(o: Overlap, copies: list[CopyLife], faults: list[Span]) -> b
     against recovery."""
     if o.during_fault:
         return True
-    ended = [fe for _, fe in faults if fe <= o.start]
-    if not ended:
+    fault_end = _last_fault_end(o, faults)
+    if fault_end is None:
         return False
-    fault_end = max(ended)
     return all(c.first_seen <= fault_end for c in copies) and o.end <= fault_end + RECOVERY_GRACE
+
+
+def _last_fault_end(o: Overlap, faults: list[Span]) -> float | None:
+    """The end of the last fault that ended before the overlap began (None: none did)."""
+    return max((fe for _, fe in faults if fe <= o.start), default=None)
 
 
 def _copy_name(c: CopyLife) -> str:
@@ -383,10 +387,9 @@ def _overlap_timeline(o: Overlap, copies: list[CopyLife], faults: list[Span]) ->
     """`` (from +1.20s after the fault ended; worker-1/x seen -30.1s, ending +2.0s; ...)``: when an
     overlap began and each copy was first seen and began to go, relative to the end of the last fault
     that ended before it began (so a failure says whether a late copy or a slow cleanup made it)."""
-    ended = [fe for _, fe in faults if fe <= o.start]
-    if not ended:
+    t0 = _last_fault_end(o, faults)
+    if t0 is None:
         return ""
-    t0 = max(ended)
 
     def at(t: float | None) -> str:
         return "never" if t is None else f"{t - t0:+.2f}s"

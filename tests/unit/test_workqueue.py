@@ -299,13 +299,14 @@ async def test_each_pass_is_counted_by_what_queued_its_key_first() -> None:
     assert not q._queued  # nothing kept for keys without a pending pass
 
 
+def waited(queue: str, urgent: str) -> tuple[float, float]:
+    """The seconds and the passes jobmirror_runtime_queue_wait_seconds observed for one queue and lane."""
+    h = metrics.QUEUE_WAIT.labels(queue, urgent)
+    return h._sum.get(), sum(b.get() for b in h._buckets)
+
+
 async def test_each_pass_observes_how_long_its_key_waited() -> None:
     """jobmirror_runtime_queue_wait_seconds: from the first add since the key's last pass to the pass, urgent apart."""
-
-    def observed(urgent: str) -> tuple[float, float]:
-        h = metrics.QUEUE_WAIT.labels("wait-test", urgent)
-        return h._sum.get(), sum(b.get() for b in h._buckets)
-
     q: WorkQueue[str] = WorkQueue("wait-test")
     q.add("a")
     await asyncio.sleep(0.05)
@@ -315,7 +316,7 @@ async def test_each_pass_observes_how_long_its_key_waited() -> None:
     assert await q.get() == "a"
     q.done("a")
     q.done("b")
-    (waited_a, n_a), (waited_b, n_b) = observed("false"), observed("true")
+    (waited_a, n_a), (waited_b, n_b) = waited("wait-test", "false"), waited("wait-test", "true")
     assert (n_a, n_b) == (1, 1)
     assert 0.05 <= waited_a < 1 and waited_b < 0.05
     assert not q._queued  # nothing kept for keys without a pending pass
@@ -324,11 +325,6 @@ async def test_each_pass_observes_how_long_its_key_waited() -> None:
 async def test_an_urgent_wait_counts_from_when_the_key_was_made_urgent() -> None:
     """A key queued ordinarily behind a backlog, then made urgent (a copy's running counters, then its
     Complete): the urgent lane's wait is the time since the second add, the first says nothing of it."""
-
-    def observed(urgent: str) -> tuple[float, float]:
-        h = metrics.QUEUE_WAIT.labels("urgent-since-test", urgent)
-        return h._sum.get(), sum(b.get() for b in h._buckets)
-
     q: WorkQueue[str] = WorkQueue("urgent-since-test")
     q.add("backlog")
     q.add("a")
@@ -336,6 +332,6 @@ async def test_an_urgent_wait_counts_from_when_the_key_was_made_urgent() -> None
     q.add("a", urgent=True)
     assert await q.get() == "a"
     q.done("a")
-    waited, n = observed("true")
-    assert n == 1 and waited < 0.1
+    seconds, n = waited("urgent-since-test", "true")
+    assert n == 1 and seconds < 0.1
     assert not q._urgent_since  # nothing kept once the key was handed out
