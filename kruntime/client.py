@@ -136,6 +136,7 @@ class ClusterClient:
         self._siblings: list[ClusterClient] = []
         #: shared with every sibling: a probe that sees the server back wakes all their watches
         self.reachability = Reachability()
+        self._requests_counted: dict[tuple[str, int | str], Any] = {}
         rest = api_client.rest_client
         # The pool (TLS from the kubeconfig) is kubernetes_asyncio's; the session on it is ours, not
         # trusting the environment per request: that session reads ~/.netrc and the proxy variables
@@ -246,14 +247,23 @@ class ClusterClient:
                     verb, f"{cfg.host}{path}", params=q, headers=headers, data=data, timeout=tmo,
                     **self._transport_kw)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                metrics.API_REQUESTS.labels(cluster=self.name, verb=verb, code="transport").inc()
+                self._count_request(verb, "transport")
                 raise ApiError(0, "Transport", f"{verb} {path}: {type(exc).__name__}: {exc}",
                                cluster=self.name) from exc
-            metrics.API_REQUESTS.labels(cluster=self.name, verb=verb, code=str(resp.status)).inc()
+            self._count_request(verb, resp.status)
             if resp.status != 401 or attempt == 2 or not await self._renew_credentials():
                 return resp
             resp.release()  # refused: sent once more with the renewed token
         raise AssertionError("unreachable")
+
+    def _count_request(self, verb: str, code: int | str) -> None:
+        """jobmirror_api_requests_total, its labelled child looked up once per verb and code (every
+        call counts: prometheus_client's lookup was 1.6 % of the controller's CPU at 1000 Jobs)."""
+        child = self._requests_counted.get((verb, code))
+        if child is None:
+            child = self._requests_counted[verb, code] = metrics.API_REQUESTS.labels(
+                cluster=self.name, verb=verb, code=str(code))
+        child.inc()
 
     async def _take_token(self) -> float:
         """Wait for this client's next token; the wait is counted apart from the call (in the

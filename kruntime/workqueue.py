@@ -63,12 +63,13 @@ class WorkQueue(Generic[K]):
         #: what queued each dirty key first since its last pass, and when (jobmirror_runtime_queue_passes_total,
         #: jobmirror_runtime_queue_wait_seconds)
         self._queued: dict[K, tuple[str, float]] = {}
-        self._cond = asyncio.Condition()
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._shutdown = False
+        self._depth = metrics.QUEUE_DEPTH.labels(self.name)  # set on every add and get: looked up once
 
     def __len__(self) -> int:
         """Keys waiting to be handed out (a key is counted once, wherever it is queued)."""
-        return len(self._dirty) - sum(1 for k in self._processing if k in self._dirty)
+        return len(self._dirty) - len(self._processing & self._dirty)
 
     def in_pass(self, key: K) -> bool:
         """Whether a pass of ``key`` runs now."""
@@ -80,16 +81,20 @@ class WorkQueue(Generic[K]):
         return not self._dirty and not self._processing
 
     def _gauge(self) -> None:
-        metrics.QUEUE_DEPTH.labels(self.name).set(len(self))
+        self._depth.set(len(self))
 
     def _push(self, key: K, urgent: bool = False) -> None:
         (self._urgent if urgent else self._queue).append(key)
         self._gauge()
-        asyncio.get_running_loop().create_task(self._notify())
+        self._wake_one()
 
-    async def _notify(self) -> None:
-        async with self._cond:
-            self._cond.notify()
+    def _wake_one(self) -> None:
+        """Wake one loop waiting in :meth:`get` (a future each: no task per add, as a Condition needs)."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     def add(self, key: K, *, urgent: bool = False, why: str = "event") -> None:
         """Queue ``key`` (once, however often it is added before its pass); ``why`` names what queued it,
@@ -152,28 +157,34 @@ class WorkQueue(Generic[K]):
         return self._failures.get(key, 0)
 
     async def get(self) -> K:
-        async with self._cond:
-            while True:
-                key = self._pop()
-                if key is not None:
-                    break
-                if self._shutdown:
-                    raise ShutDown()
-                await self._cond.wait()
-            self._gauge()
-            self._dirty.discard(key)
-            made_urgent = self._urgent_since.pop(key, None)
-            urgent = made_urgent is not None
-            self._processing.add(key)
-            if urgent:
-                self._urgent_running.add(key)
-            why, since = self._queued.pop(key, ("event", None))
-            if urgent:
-                since = made_urgent
-            metrics.QUEUE_PASSES.labels(self.name, why).inc()
-            if since is not None:
-                metrics.QUEUE_WAIT.labels(self.name, "true" if urgent else "false").observe(time.monotonic() - since)
-            return key
+        while True:
+            key = self._pop()
+            if key is not None:
+                break
+            if self._shutdown:
+                raise ShutDown()
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # woken, then cancelled: the wake goes to another loop
+                raise
+        self._gauge()
+        self._dirty.discard(key)
+        made_urgent = self._urgent_since.pop(key, None)
+        urgent = made_urgent is not None
+        self._processing.add(key)
+        if urgent:
+            self._urgent_running.add(key)
+        why, since = self._queued.pop(key, ("event", None))
+        if urgent:
+            since = made_urgent
+        metrics.QUEUE_PASSES.labels(self.name, why).inc()
+        if since is not None:
+            metrics.QUEUE_WAIT.labels(self.name, "true" if urgent else "false").observe(time.monotonic() - since)
+        return key
 
     def _pop(self) -> K | None:
         """The next live key, urgent ones first unless they hold ``urgent_slots`` passes already;
@@ -197,8 +208,8 @@ class WorkQueue(Generic[K]):
         for t in self._timers.values():
             t.cancel()
         self._timers.clear()
-        async with self._cond:
-            self._cond.notify_all()
+        while self._waiters:
+            self._wake_one()
 
     async def run_workers(self, workers: int, handler: Callable[[K], Awaitable[float | None]]) -> None:
         """Run ``workers`` concurrent loops until shutdown.

@@ -335,3 +335,27 @@ async def test_an_urgent_wait_counts_from_when_the_key_was_made_urgent() -> None
     seconds, n = waited("urgent-since-test", "true")
     assert n == 1 and seconds < 0.1
     assert not q._urgent_since  # nothing kept once the key was handed out
+
+
+async def test_a_waiting_loop_is_woken_by_an_add_and_by_shutdown() -> None:
+    q: WorkQueue[str] = WorkQueue("t")
+    first, second = asyncio.create_task(q.get()), asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    assert not first.done() and not second.done()
+    q.add("a")
+    await asyncio.sleep(0)
+    assert first.done() and first.result() == "a" and not second.done()
+    await q.shutdown()
+    await asyncio.sleep(0)
+    with pytest.raises(ShutDown):
+        second.result()
+
+
+async def test_a_wake_given_to_a_cancelled_loop_goes_to_another() -> None:
+    q: WorkQueue[str] = WorkQueue("t")
+    first, second = asyncio.create_task(q.get()), asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    q.add("a")  # wakes the first...
+    first.cancel()  # ...which is cancelled before it runs
+    assert await asyncio.wait_for(second, 1) == "a"
+    assert first.cancelled()
