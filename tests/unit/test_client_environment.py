@@ -61,8 +61,12 @@ async def server() -> AsyncIterator[tuple[str, list[dict[str, str]]]]:
     await runner.cleanup()
 
 
+@pytest.mark.parametrize("token", [None, "Bearer t0k"])
 async def test_a_request_sends_no_netrc_credentials_and_reads_no_netrc(
-        server: tuple[str, list[dict[str, str]]], tmp_path: Path, clean_proxy_env: pytest.MonkeyPatch) -> None:
+        server: tuple[str, list[dict[str, str]]], tmp_path: Path, clean_proxy_env: pytest.MonkeyPatch,
+        token: str | None) -> None:
+    """With a token, aiohttp refused to send both (every call failed); without one the netrc entry
+    went to the API server as Basic auth."""
     host, seen = server
     rc = tmp_path / "netrc"
     rc.write_text("machine 127.0.0.1 login someone password secret\n")
@@ -76,12 +80,15 @@ async def test_a_request_sends_no_netrc_credentials_and_reads_no_netrc(
         real(self, file)
 
     clean_proxy_env.setattr(netrc.netrc, "__init__", counting)
-    client = ClusterClient("c", k8s_client.ApiClient(configuration=k8s_client.Configuration(host=host)))
+    cfg = k8s_client.Configuration(host=host)
+    if token:
+        cfg.api_key = {"BearerToken": token}
+    client = ClusterClient("c", k8s_client.ApiClient(configuration=cfg))
     try:
         for _ in range(3):
             await client.list(NAMESPACES, None)
     finally:
         await client.close()
     assert len(seen) == 3
-    assert all("Authorization" not in h for h in seen)
+    assert [h.get("Authorization") for h in seen] == [token] * 3
     assert reads == 0
