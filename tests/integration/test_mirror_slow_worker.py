@@ -21,6 +21,7 @@ from kruntime.resources import JOBS, Resource
 from mirror import metrics
 from mirror.inspect.tls import self_signed
 from mirror.naming import ANNOTATION_PIN
+from testkit.local_http import serving
 from tests.conftest import WORKER_2, wait_for
 from tests.integration.mirror_env import make_job, mirror_env
 
@@ -52,25 +53,20 @@ async def slow_webhook(client_for: ClientFor, ns: str, tmp_path: Path) -> AsyncI
     ctx.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
     app = web.Application()
     app.router.add_post("/review", review)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    admin = await client_for(WORKER_2)
-    name = f"slow-{ns}"
-    await admin.create(WEBHOOKS, None, {"metadata": {"name": name}, "webhooks": [{
-        "name": "slow.jobmirror.dev", "admissionReviewVersions": ["v1"], "sideEffects": "None",
-        "timeoutSeconds": 15, "failurePolicy": "Fail",
-        "clientConfig": {"url": f"https://127.0.0.1:{port}/review", "caBundle": base64.b64encode(cert).decode()},
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-        "rules": [{"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"],
-                   "operations": ["CREATE", "UPDATE"]}]}]})
-    try:
-        yield calls
-    finally:
-        await admin.delete(WEBHOOKS, None, name)
-        await runner.cleanup()
+    async with serving(app, ssl_context=ctx) as port:
+        admin = await client_for(WORKER_2)
+        name = f"slow-{ns}"
+        await admin.create(WEBHOOKS, None, {"metadata": {"name": name}, "webhooks": [{
+            "name": "slow.jobmirror.dev", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "timeoutSeconds": 15, "failurePolicy": "Fail",
+            "clientConfig": {"url": f"https://127.0.0.1:{port}/review", "caBundle": base64.b64encode(cert).decode()},
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "rules": [{"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"],
+                       "operations": ["CREATE", "UPDATE"]}]}]})
+        try:
+            yield calls
+        finally:
+            await admin.delete(WEBHOOKS, None, name)
 
 
 async def test_a_worker_answering_in_9s_does_not_slow_jobs_on_the_others(

@@ -23,6 +23,7 @@ from aiohttp import web
 from clusterbed.cluster import ClusterSpec, LocalCluster
 from kruntime.client import ApiError, ClusterClient, KubeconfigError
 from kruntime.resources import Obj, Resource
+from testkit.local_http import serving
 from tests.conftest import WORKER_1, ensure_namespace, wait_for
 from tests.integration.inspect_env import service_account
 
@@ -73,26 +74,19 @@ async def issuer(client_for: ClientFor, cluster: ClusterFn, ns: str,
     iss = Issuer(admin, ns)
     app = web.Application()
     app.router.add_get("/token", iss.token)
-    runner = web.AppRunner(app, handler_cancellation=True)  # a killed plugin ends its request
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    base = yaml.safe_load(cluster(WORKER_1).kubeconfig.read_text())
-    code = (f"import sys, urllib.request; "
-            f"sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:{port}/token').read().decode())")
-    kc = {"apiVersion": "v1", "kind": "Config", "clusters": [base["clusters"][0]],
-          "users": [{"name": "plugin", "user": {"exec": {
-              "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable, "args": ["-c", code],
-              "interactiveMode": "Never"}}}],
-          "contexts": [{"name": "plugin", "context": {"cluster": base["clusters"][0]["name"], "user": "plugin"}}],
-          "current-context": "plugin"}
-    path = tmp_path / "exec.kubeconfig"
-    path.write_text(yaml.safe_dump(kc))
-    try:
+    async with serving(app, handler_cancellation=True) as port:  # a killed plugin ends its request
+        base = yaml.safe_load(cluster(WORKER_1).kubeconfig.read_text())
+        code = (f"import sys, urllib.request; "
+                f"sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:{port}/token').read().decode())")
+        kc = {"apiVersion": "v1", "kind": "Config", "clusters": [base["clusters"][0]],
+              "users": [{"name": "plugin", "user": {"exec": {
+                  "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable, "args": ["-c", code],
+                  "interactiveMode": "Never"}}}],
+              "contexts": [{"name": "plugin", "context": {"cluster": base["clusters"][0]["name"], "user": "plugin"}}],
+              "current-context": "plugin"}
+        path = tmp_path / "exec.kubeconfig"
+        path.write_text(yaml.safe_dump(kc))
         yield iss, path
-    finally:
-        await runner.cleanup()
 
 
 async def read(client: ClusterClient, ns: str) -> Obj:

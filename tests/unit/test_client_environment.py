@@ -15,6 +15,7 @@ from yarl import URL
 
 from kruntime.client import ClusterClient, env_proxy
 from kruntime.resources import NAMESPACES
+from testkit.local_http import serving
 
 
 @pytest.fixture
@@ -52,13 +53,8 @@ async def server() -> AsyncIterator[tuple[str, list[dict[str, str]]]]:
 
     app = web.Application()
     app.router.add_get("/api/v1/namespaces", namespaces)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield f"http://127.0.0.1:{port}", seen
-    await runner.cleanup()
+    async with serving(app) as port:
+        yield f"http://127.0.0.1:{port}", seen
 
 
 @pytest.mark.parametrize("token", [None, "Bearer t0k"])

@@ -33,6 +33,7 @@ from kruntime.leaderelect import LeaderElector, Timing
 from kruntime.resources import Obj, Resource
 from mirror.room.view import Loads, pod_informer
 from testkit.fakecluster import FakeApiServer
+from testkit.local_http import serving
 from testkit.loop_gaps import LoopGaps
 
 PODS_LISTED = int(os.environ.get("JOBMIRROR_RELIST_PODS", "20000"))
@@ -202,32 +203,27 @@ async def test_pages_arriving_together_are_decoded_a_few_per_turn_of_the_loop(mo
 
     app = web.Application()
     app.router.add_get("/api/v1/pods", list_pods)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    cfg = k8s_client.Configuration()
-    cfg.host = f"http://127.0.0.1:{port}"
-    client = ClusterClient.from_configuration("worker", cfg)
+    async with serving(app) as port:
+        cfg = k8s_client.Configuration()
+        cfg.host = f"http://127.0.0.1:{port}"
+        client = ClusterClient.from_configuration("worker", cfg)
 
-    turns = _TurnCounter()
-    decoded_in: Counter[int] = Counter()
-    real_loads = orjson.loads
+        turns = _TurnCounter()
+        decoded_in: Counter[int] = Counter()
+        real_loads = orjson.loads
 
-    def loads(raw: bytes | str) -> Any:
-        decoded_in[turns.turn] += 1
-        return real_loads(raw)
+        def loads(raw: bytes | str) -> Any:
+            decoded_in[turns.turn] += 1
+            return real_loads(raw)
 
-    monkeypatch.setattr(kruntime.client, "orjson", SimpleNamespace(loads=loads, dumps=orjson.dumps))
-    informers = [pod_informer(client) for _ in range(relists)]
-    turns.start()
-    try:
-        await asyncio.wait_for(asyncio.gather(*(i._relist() for i in informers)), 30)
-    finally:
-        turns.stop()
-        await client.close()
-        await runner.cleanup()
+        monkeypatch.setattr(kruntime.client, "orjson", SimpleNamespace(loads=loads, dumps=orjson.dumps))
+        informers = [pod_informer(client) for _ in range(relists)]
+        turns.start()
+        try:
+            await asyncio.wait_for(asyncio.gather(*(i._relist() for i in informers)), 30)
+        finally:
+            turns.stop()
+            await client.close()
     assert all(len(i.cache) == pages * per_page for i in informers)
     assert sum(decoded_in.values()) == relists * pages
     most = max(decoded_in.values())
