@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -359,3 +360,29 @@ async def test_a_wake_given_to_a_cancelled_loop_goes_to_another() -> None:
     first.cancel()  # ...which is cancelled before it runs
     assert await asyncio.wait_for(second, 1) == "a"
     assert first.cancelled()
+
+
+async def test_a_loop_gives_up_the_event_loop_between_passes_that_never_wait() -> None:
+    """Passes of Jobs in sync make no call; a loop must still let the rest of the process run
+    between them (the Lease, the probes, the watches)."""
+    q: WorkQueue[int] = WorkQueue("t")
+    seen: list[str] = []
+
+    async def in_sync(key: int) -> None:
+        seen.append("pass")
+        if key == 19:
+            await q.shutdown()
+
+    async def others() -> None:
+        while True:
+            seen.append("turn")
+            await asyncio.sleep(0)
+
+    for k in range(20):
+        q.add(k)
+    ticker = asyncio.create_task(others())
+    await asyncio.wait_for(q.run_workers(1, in_sync), 5)
+    ticker.cancel()
+    passes = [i for i, s in enumerate(seen) if s == "pass"]
+    assert len(passes) == 20
+    assert all(b - a > 1 for a, b in itertools.pairwise(passes)), seen
