@@ -115,6 +115,12 @@ class SlimPod:
     slots: int = 1
 
 
+def takes_the_same(a: SlimPod, b: SlimPod) -> bool:
+    """Whether two records of a pod take the same room (all but the version: a status update)."""
+    return (a.node == b.node and a.requests == b.requests and a.ports == b.ports and a.slots == b.slots
+            and a.job == b.job and a.namespace == b.namespace and a.daemon == b.daemon)
+
+
 def _version(rv: object) -> int | str:
     return int(rv) if isinstance(rv, str) and rv.isdigit() else str(rv or "")
 
@@ -492,6 +498,8 @@ class RoomView:
         return self.loads.pending
 
     def _on_pod(self, etype: str, old: SlimPod | None, new: SlimPod) -> None:
+        if etype == "MODIFIED" and old is not None and takes_the_same(old, new):
+            return  # a status update (most of a pod's events): the kept rooms and reservations stay valid
         self.loads.count(old, -1)
         if etype != "DELETED":
             self.loads.count(new, +1)

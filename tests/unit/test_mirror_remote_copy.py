@@ -598,3 +598,16 @@ def test_a_copy_with_a_digest_from_before_resources_counted_is_compared_the_old_
         mgr["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "c"}
     patch = spec_patch(mgr, remote)
     assert bool(patch and rewrites_template(patch)) is rewritten
+
+
+def test_a_digest_kept_for_a_uid_follows_its_template() -> None:
+    """The digest is kept per uid with what it was made from: a changed template under the same uid and
+    generation (or changed in place) still gets its own digest, and the first comes back with it."""
+    mgr = manager_job()
+    first = template_hash(mgr)
+    mgr["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "z"}
+    changed = template_hash(mgr)
+    assert changed != first
+    assert changed == template_hash(copy.deepcopy(mgr))
+    del mgr["spec"]["template"]["spec"]["nodeSelector"]
+    assert template_hash(mgr) == first

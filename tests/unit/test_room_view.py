@@ -357,6 +357,12 @@ def test_the_kept_rooms_are_the_rooms_from_scratch_after_every_change(seed: int)
             p = copy.deepcopy(fed.pods[name])
             p["spec"]["nodeName"] = rng.choice(names)
             fed.pod(name, p)
+        elif step < 0.63 and fed.pods:  # a status update: a new version, nothing the room reads changed
+            name = rng.choice(list(fed.pods))
+            p = copy.deepcopy(fed.pods[name])
+            p["metadata"]["resourceVersion"] = str(rng.randrange(10**6))
+            p["status"] = {"phase": "Running"}
+            fed.pod(name, p)
         elif step < 0.75:
             fed.reserve(f"u{rng.randrange(8)}", rng.choice(["j0", "j1", "j2", "j3"]), random_shape(rng),
                         rng.randint(1, 3))
@@ -376,6 +382,26 @@ def test_the_kept_rooms_are_the_rooms_from_scratch_after_every_change(seed: int)
         assert fed.view.fit(s, want) == worker_fit(s, fed.scratch(), want)
         assert fed.view.totals() == room_totals(fed.scratch())
         assert fed.view.allocatable() == room_totals(fed.scratch())["allocatable"]  # summed once per node change
+
+
+def test_a_pods_status_update_keeps_the_rooms_and_reservations_as_made() -> None:
+    """Most of a pod's watch events change only its status: the rooms made before stay (not made again,
+    nor the reservations applied again); a change of what it takes does not."""
+    fed = Fed()
+    fed.node("n0", node("n0", "4"))
+    fed.pod("p0", job_pod("p0", "j0", "n0", "1"))
+    fed.reserve("u0", "j1", shape("1"), 1)
+    made = fed.view.rooms()
+    version = fed.view.loads.version
+    update = copy.deepcopy(fed.pods["p0"])
+    update["metadata"]["resourceVersion"] = "2"
+    update["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    fed.pod("p0", update)
+    assert fed.view.loads.version == version and fed.view.rooms()[0] is made[0]
+    moved = copy.deepcopy(update)
+    moved["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"  # resized in place
+    fed.pod("p0", moved)
+    assert fed.view.loads.version != version and fed.view.rooms() == fed.scratch() != made
 
 
 def test_a_nodes_allocatable_is_parsed_once_per_node_object(monkeypatch: pytest.MonkeyPatch) -> None:
