@@ -103,6 +103,11 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--shared-bed", action="store_true",
                    help="one bed per size for every contender, each in its own namespace: faster, for smoke tests "
                         "only (the figures are not comparable)")
+    k.add_argument("--profile-cpu", type=float, default=None, metavar="HZ",
+                   help="attach py-spy to each contender's Python processes for the measured window, sampling "
+                        "at HZ, and write where the CPU went (bench/cpuprofile.py: API calls, watch events, room "
+                        "views, the passes' own work ...) into each run's controller.cpuProfile; py-spy costs "
+                        "CPU on the same cores, so a profiled run's figures are not the headline ones")
     pc = sub.add_parser("placement", help="placement policies side by side on one unequal bed, beside the lower "
                                           "bound, and the room views' memory (bench/placement.py)")
     pc.add_argument("--jobs", type=int, default=None,
@@ -298,7 +303,7 @@ async def _compare(args: argparse.Namespace) -> tuple[Path, Path]:
     opts = compare.CompareOptions(
         sizes=args.sizes, out=args.out, worker_nodes=args.worker_nodes, pod_duration=args.pod_duration,
         create_concurrency=args.create_concurrency, timeout=args.timeout, cleanup_timeout=args.cleanup_timeout,
-        idle_window=args.idle_window, shared_bed=args.shared_bed, repeats=args.repeats)
+        idle_window=args.idle_window, shared_bed=args.shared_bed, repeats=args.repeats, profile_cpu=args.profile_cpu)
     if args.contenders:
         opts.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     name = args.name or ("compare" + ("" if args.sizes == DEFAULT_SIZES else "-" + "-".join(map(str, args.sizes))))

@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from bench import env, promtext
+from bench import cpuprofile, env, promtext
 from bench.machine import load
 from bench.mirror_bench import (
     NAMESPACE,
@@ -134,6 +134,9 @@ class CompareOptions:
     #: runs of every contender per size, the order alternating between them: figures are reported as
     #: median and spread (min-max) over the repeats
     repeats: int = 1
+    #: attach py-spy at this rate (Hz) to each Python process of a contender for the measured window
+    #: (bench/cpuprofile.py); None: not profiled
+    profile_cpu: float | None = None
 
 
 class Running:
@@ -251,6 +254,7 @@ async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
     tasks = [asyncio.create_task(i.run()) for i in informers]
     running: Running | None = None
     sampler: env.Sampler | None = None
+    spies: dict[str, cpuprofile.Recorder] = {}
     logs = opts.out / "logs"
     try:
         t_start = time.time()
@@ -271,6 +275,11 @@ async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
         sub = Submission()
         t0 = time.time()
         sampler.start(t0)
+        if opts.profile_cpu:
+            profiles = opts.out / "profiles"
+            profiles.mkdir(parents=True, exist_ok=True)
+            spies = {k: cpuprofile.Recorder(p.pid, profiles / f"{c.key}-{n}-{run_id}-{k}.raw", opts.profile_cpu)
+                     for k, p in running.procs.items() if p.python}
 
         def progress() -> str:
             k = tracker.counts
@@ -289,6 +298,7 @@ async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
                 lambda: min(tracker.counts["remoteDeleted"], tracker.counts["released"]) >= len(sub.acked),
                 opts.cleanup_timeout, 0.1) if done else False
             t_clean = time.time()
+        profiled = {k: spy.stop() for k, spy in spies.items()}
         await asyncio.sleep(1.0)
         after = await _scrape(clients)
         ctrl_after = await running.metrics()
@@ -337,8 +347,14 @@ async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
                     "worker, all three are needed); /proc utime+stime during the window, VmHWM",
             **(_controller_counters(ctrl_before, ctrl_after) if ctrl_before is not None else {}),
         }
+        if opts.profile_cpu:
+            res["controller"]["cpuProfile"] = {"hz": opts.profile_cpu, "processes": profiled,
+                                               "note": cpuprofile.__doc__.split("\n\n")[1].replace("\n", " ")}
+            res["profiled"] = True
         res["samplesTimeline"] = sampler.rows
     finally:
+        for spy in spies.values():
+            spy.stop()  # stopped already on the way here, unless the run failed
         if sampler is not None:
             with contextlib.suppress(Exception):
                 await sampler.stop()
@@ -472,6 +488,12 @@ def over_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
             flat = [{**h, "dispatchP99": h["dispatch"]["p99"], "statusP99": h["status"]["p99"]} for h in good]
             contenders[key] = {m: spread([h[m] for h in flat]) for m in SUMMARISED}
             contenders[key]["failedOrTimedOut"] = len(heads) - len(good)
+            by_part = [m for r in rows if key in r["results"]
+                       if (m := cpuprofile.ms_per_job_by_part(r["results"][key].get("controller") or {}))]
+            if by_part:
+                parts = dict.fromkeys(p for m in by_part for p in m)
+                contenders[key]["cpuMsPerJobByPart"] = {part: spread([m.get(part, 0.0) for m in by_part])
+                                                        for part in parts}
         ratio_keys = dict.fromkeys(k for r in rows for k in r.get("ratios") or {})
         out[str(n)] = {"repeats": len(rows), "contenders": contenders,
                        "ratios": {k: spread([(r.get("ratios") or {}).get(k) for r in rows]) for k in ratio_keys}}

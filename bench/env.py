@@ -104,6 +104,11 @@ class ControllerProcess:
         assert self.proc is not None
         return self.proc.pid
 
+    @property
+    def python(self) -> bool:
+        """Whether it runs Python (a CPU profile can be taken of it: bench/cpuprofile.py)."""
+        return Path(self.argv[0]).name.startswith("python")
+
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")  # noqa: SIM115 - handed to the child
