@@ -275,20 +275,31 @@ def with_reservations(rooms: Sequence[NodeRoom], reservations: Iterable[Reservat
     taken from the first nodes where they fit now, as the scheduler would most likely put them.
 
     Each reservation is applied to what the ones before it left, so the rooms of a list with
-    one more reservation at its end are this function's answer for the list, then for the one."""
+    one more reservation at its end are this function's answer for the list, then for the one.
+    Reservations only take room, so a node that had no room for a pod shape has none for the next
+    reservation of that shape either: its search starts at the first node the last one of the shape
+    found room on (a backlog of reservations walks the full nodes once per shape, not once each)."""
     out = list(rooms)
+    #: per shape, the first node that had room for it when last looked at (those before had none)
+    start: dict[Hashable, int] = {}
     for r in reservations:
         left = r.pods - bound.get((r.namespace, r.job), 0)
-        for i, room in enumerate(out):
-            if left <= 0:
-                break
+        if left <= 0:
+            continue
+        first = None
+        for i in range(start.get(r.shape.key, 0), len(out)):
+            room = out[i]
             n = pods_fitting_now(r.shape, room, left)
             if n:
+                first = i if first is None else first
                 requested = dict(room.requested)
                 for k, v in r.shape.requests.items():
                     requested[k] = requested.get(k, 0) + v * n
                 out[i] = _taking(room, requested, room.pod_count + n, room.ports)
                 left -= n
+                if left <= 0:
+                    break
+        start[r.shape.key] = len(out) if first is None else first
     return out
 
 

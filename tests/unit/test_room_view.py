@@ -31,6 +31,7 @@ from mirror.room.view import (
     rooms_of,
     slim_node,
     slim_pod,
+    with_reservations,
 )
 from testkit.fakecluster import FakeApiServer
 
@@ -439,3 +440,16 @@ def test_a_reservation_made_after_the_others_lapsed_lapses_too() -> None:
     assert fed.view.fit(shape("1"), 1).now == 0
     fed.now += 61
     assert fed.view.fit(shape("1"), 1).now == 1 and not fed.view.reserved
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_backlog_of_reservations_lands_where_a_search_from_the_first_node_puts_it(seed: int) -> None:
+    """The search for a reservation's nodes starts where the last one of its shape ended: the same
+    rooms as searching every node from the first, for a backlog of several shapes over many nodes."""
+    rng = random.Random(seed)
+    rooms = [node_room(random_node(rng, f"n{i}")) for i in range(rng.randint(1, 24))]
+    shapes = [random_shape(rng) for _ in range(3)]
+    reserved = {f"u{i}": Reservation("ns", f"j{i}", rng.choice(shapes), rng.randint(1, 4), 1e9)
+                for i in range(rng.randint(1, 60))}
+    bound = Counter({("ns", f"j{i}"): rng.randint(0, 2) for i in range(0, 60, 3)})
+    assert with_reservations(rooms, reserved.values(), bound) == scratch_reserved(rooms, dict(reserved), bound, 0.0)
