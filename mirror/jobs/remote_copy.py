@@ -112,10 +112,10 @@ def _digest(directives: Obj) -> str:
     return hashlib.sha256(json.dumps(directives, sort_keys=True).encode()).hexdigest()[:16]
 
 
-#: The last directives digested per manager uid, with their digest. Every pass over a Job with a copy
-#: compares digests, and the template seldom changes: comparing the directives costs a tenth of
-#: serialising and hashing them (no key that an object could reuse for other contents: the
-#: directives themselves are compared).
+#: The last directives digested per manager uid (a copy of their own: the directives share their
+#: values with the object), with their digest. Every pass over a Job with a copy compares digests,
+#: and the template seldom changes: comparing the directives costs a third of serialising and
+#: hashing them, and no key that an object could reuse for other contents is trusted.
 _digests: LruDict[str, tuple[Obj, str]] = LruDict(4096)
 
 
@@ -130,7 +130,7 @@ def template_hash(manager: Obj) -> str:
     if seen is not None and seen[0] == directives:
         return seen[1]
     digest = _DIGEST_V2 + _digest(directives)
-    _digests[uid] = (directives, digest)
+    _digests[uid] = (copy.deepcopy(directives), digest)
     return digest
 
 

@@ -611,3 +611,16 @@ def test_a_digest_kept_for_a_uid_follows_its_template() -> None:
     assert changed == template_hash(copy.deepcopy(mgr))
     del mgr["spec"]["template"]["spec"]["nodeSelector"]
     assert template_hash(mgr) == first
+
+
+def test_a_template_changed_in_place_gets_its_own_digest() -> None:
+    """The kept directives are a copy: a list or map of the object changed in place is seen as a change."""
+    mgr = manager_job()
+    mgr["spec"]["template"]["spec"]["tolerations"] = [{"key": "a", "operator": "Exists"}]
+    first = template_hash(mgr)
+    mgr["spec"]["template"]["spec"]["tolerations"].append({"key": "b", "operator": "Exists"})
+    changed = template_hash(mgr)
+    assert changed != first
+    fresh = copy.deepcopy(mgr)
+    fresh["metadata"]["uid"] = "another-uid"  # digested afresh
+    assert changed == template_hash(fresh)
