@@ -298,7 +298,8 @@ async def measure(c: Contender, n: int, opts: CompareOptions, bed: ClusterBed,
                 lambda: min(tracker.counts["remoteDeleted"], tracker.counts["released"]) >= len(sub.acked),
                 opts.cleanup_timeout, 0.1) if done else False
             t_clean = time.time()
-        profiled = {k: spy.stop() for k, spy in spies.items()}
+        # py-spy writes and the stacks are sorted off the loop (the watches keep being read meanwhile)
+        profiled = {k: await asyncio.to_thread(spy.stop) for k, spy in spies.items()}
         await asyncio.sleep(1.0)
         after = await _scrape(clients)
         ctrl_after = await running.metrics()

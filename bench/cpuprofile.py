@@ -70,15 +70,19 @@ class Profile:
     parts: Counter[str]
     inclusive: Counter[str]
 
+    @property
+    def busy(self) -> int:
+        return self.samples - self.idle
+
+    def _share(self, n: int) -> float:
+        return round(n / max(1, self.busy), 4)
+
     def shares(self) -> dict[str, float]:
-        busy = max(1, self.samples - self.idle)
-        return {part: round(n / busy, 4) for part, n in self.parts.most_common()}
+        return {part: self._share(n) for part, n in self.parts.most_common()}
 
     def summary(self, top: int = 25) -> dict[str, Any]:
-        busy = max(1, self.samples - self.idle)
-        return {"samples": self.samples, "idleSamples": self.idle, "busySamples": self.samples - self.idle,
-                "shares": self.shares(),
-                "topInclusive": [{"frame": f, "share": round(n / busy, 4)} for f, n in self.inclusive.most_common(top)]}
+        return {"samples": self.samples, "idleSamples": self.idle, "busySamples": self.busy, "shares": self.shares(),
+                "topInclusive": [{"frame": f, "share": self._share(n)} for f, n in self.inclusive.most_common(top)]}
 
 
 def sort_samples(lines: Iterable[str]) -> Profile:
